@@ -1,0 +1,41 @@
+"""durablelab: learn durable execution by running it, breaking it, and watching it recover.
+
+Workflow code is a plain deterministic function ``fn(ctx, input)``, run again from the top on
+every wake-up. Activities (model calls, HTTP, writes, email) go through ``ctx.activity``:
+their outcomes are recorded in a DuckDB history and handed back on replay, so a crash costs
+a replay, not a repeated side effect.
+
+    import durablelab as dl
+
+    def greet(ctx, name):
+        return ctx.activity("greet", lambda n: f"hello {n}", name)
+
+    engine = dl.Engine()
+    run_id = engine.start(greet, "ada", seed=7)
+    engine.run_until_idle()
+    engine.run(run_id).result          # 'hello ada'
+"""
+
+from . import faults
+from .clock import VirtualClock, WallClock
+from .context import Context, Saga
+from .engine import Engine
+from .errors import (ActivityFailed, DuplicateRunError, DurableLabError, ModelOutputError,
+                     NonDeterminismError, NonRetryable, RateLimited, RunFinishedError,
+                     RunNotFoundError, SerializationError, StoreFormatError, StoreLockedError,
+                     Transient, WorkflowError)
+from .faults import FaultPlan
+from .retry import RetryPolicy, classify, next_delay
+from .run import Run
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Engine", "Context", "Saga", "Run", "VirtualClock", "WallClock",
+    "RetryPolicy", "classify", "next_delay",
+    "Transient", "RateLimited", "NonRetryable", "ModelOutputError",
+    "ActivityFailed", "NonDeterminismError", "WorkflowError", "DurableLabError",
+    "SerializationError", "RunNotFoundError", "RunFinishedError", "DuplicateRunError",
+    "StoreLockedError", "StoreFormatError",
+    "FaultPlan", "faults",
+]

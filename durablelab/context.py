@@ -1,0 +1,290 @@
+"""Context: the only object workflow code touches.
+
+Workflow code is a plain function ``fn(ctx, input)``. It is run again from the top every time
+the run wakes up, so it must make the same requests in the same order every time. Each
+method below either hands back what history recorded at its position (replay), or does the
+work, records it, and then hands it back. Anything that differs between two executions of
+the code (the time, a random number, a uuid, the world's answer) must come through here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random as _random
+import sys
+import uuid as _uuid
+from typing import Any, Callable
+
+from . import history as h
+from .errors import ActivityFailed, NonDeterminismError, error_from_json
+from .retry import RetryPolicy
+
+
+class Suspend(BaseException):
+    """Unwinds workflow code when the run must wait. A BaseException, so workflow code's
+    ``except Exception`` cannot swallow it."""
+
+    def __init__(self, due_at: float | None, reason: str, waiting_on: str | None = None,
+                 name: str = "", position: int = 0, attempt: int = 1):
+        super().__init__(reason)
+        self.due_at, self.reason, self.waiting_on = due_at, reason, waiting_on
+        self.name, self.position, self.attempt = name, position, attempt
+
+
+class ContinueAsNew(BaseException):
+    """Unwinds workflow code to end this run and start a fresh one with `input_json`."""
+
+    def __init__(self, input_json: str):
+        super().__init__("continue_as_new")
+        self.input_json = input_json
+
+
+def _number(value, what: str, where) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{what}={value!r} at {h.site(where)} must be a finite number of seconds")
+    if value < 0:
+        raise ValueError(f"{what}={value!r} at {h.site(where)} is negative; durations are "
+                         f"seconds >= 0 (to wait until an instant, pass deadline=)")
+    return float(value)
+
+
+class Context:
+    """What workflow code may call. One is made per wake-up of a run."""
+
+    def __init__(self, engine, state, cursor: h.Cursor):
+        self._engine = engine
+        self._state = state
+        self._cursor = cursor
+        self._received: dict[str, int] = {}   # signals of each name consumed so far
+        self.diverged = None                   # a NonDeterminismError, once raised
+        #: the id of the run this code is executing.
+        self.run_id: str = state.run_id
+
+    # --- the world -----------------------------------------------------------------------
+    def activity(self, name: str, fn: Callable, *args, policy: RetryPolicy | None = None,
+                 start_to_close: float | None = None, schedule_to_close: float | None = None,
+                 heartbeat: float | None = None, **kwargs) -> Any:
+        """Run an activity once, durably, or hand back what history recorded for it.
+
+        Use it for everything that touches the world: model calls, HTTP, database writes,
+        email. On first execution the engine calls ``fn(*args, **kwargs)``, retrying per
+        `policy`, records the outcome, and only then returns it; on every later wake-up the
+        recorded value comes back and `fn` does not run.
+
+        Args:
+            name: the step's name in history (and what fault rules match).
+            fn: the function to run. It gets ``idempotency_key="{run_id}:{position}"`` when it
+                accepts that keyword (or ``**kwargs``): the same on every attempt and after a
+                crash, so a service can drop duplicates.
+            *args, **kwargs: JSON-serialisable arguments; their digest is checked on replay.
+            policy: a `RetryPolicy`; None means ``RetryPolicy()`` (3 attempts).
+            start_to_close: seconds one attempt may take before it counts as a time-out.
+            schedule_to_close: seconds from the first attempt's start after which no further
+                attempt starts.
+            heartbeat: seconds between heartbeats a long activity promises (validated and
+                kept; heartbeat-loss detection comes with the timeouts work).
+
+        Returns the JSON round trip of `fn`'s result (a tuple comes back as a list, on the
+        first execution too). Raises `ActivityFailed` when the activity fails for good.
+        """
+        frame = sys._getframe(1)
+        for what, value in (("start_to_close", start_to_close),
+                            ("schedule_to_close", schedule_to_close), ("heartbeat", heartbeat)):
+            if value is not None:
+                _number(value, what, frame)
+        self._check()
+        event = self._expect(h.ACTIVITY, name, frame, args, kwargs)
+        if event is not None:
+            if event.ok:
+                return event.loads()
+            raise error_from_json(event.loads())
+        request = {"name": name, "fn": fn, "args": args, "kwargs": kwargs,
+                   "policy": policy or RetryPolicy(), "start_to_close": start_to_close,
+                   "schedule_to_close": schedule_to_close, "site": frame}
+        return self._engine._execute_activity(self._state, self._cursor, request)
+
+    # --- values that differ between executions ---------------------------------------------
+    def now(self) -> float:
+        """The engine's current time in seconds, recorded once and replayed after."""
+        return self._value(h.NOW, lambda position: self._engine.clock.now())
+
+    def random(self) -> float:
+        """A float in [0, 1), drawn from the run's seed, recorded once and replayed after."""
+        return self._value(h.RANDOM, lambda position: self._rng(position).random())
+
+    def uuid(self) -> str:
+        """A UUID4 string drawn from the run's seed, recorded once and replayed after."""
+        return self._value(h.UUID, lambda position: str(
+            _uuid.UUID(int=self._rng(position).getrandbits(128), version=4)))
+
+    def _rng(self, position: int) -> _random.Random:
+        return _random.Random(f"ctx:{self._state.seed}:{self.run_id}:{position}")
+
+    def _value(self, kind: str, make: Callable[[int], Any]) -> Any:
+        self._check()
+        event = self._expect(kind, kind, sys._getframe(2), None, None)
+        if event is not None:
+            return event.loads()
+        value = make(self._cursor.position + 1)
+        self._record(kind, kind, None, json.dumps(value))
+        return value
+
+    # --- waiting -------------------------------------------------------------------------
+    def sleep(self, seconds: float) -> None:
+        """Wait `seconds` on a durable timer. The wait lives in history, not in a process:
+        a crash during it resumes the wait at the same deadline instead of restarting it."""
+        frame = sys._getframe(1)
+        seconds = _number(seconds, "ctx.sleep(seconds)", frame)
+        self._check()
+        start = self._expect(h.SLEEP, "sleep", frame, (seconds,), {})
+        if start is None:
+            deadline = self._engine.clock.now() + seconds
+            self._record(h.SLEEP, "sleep", (seconds,), json.dumps({"seconds": seconds,
+                                                                    "deadline": deadline}))
+        else:
+            deadline = start.loads()["deadline"]
+        if self._take_end((h.TIMER_FIRED,), "sleep") is not None:
+            return None
+        if self._engine.clock.now() >= deadline:
+            self._record(h.TIMER_FIRED, "sleep", None, None)
+            return None
+        raise Suspend(deadline, "timer", name="sleep", position=self._cursor.position)
+
+    def wait_signal(self, name: str, deadline: float | None = None,
+                    timeout: float | None = None) -> Any:
+        """The value of the next signal called `name`, or None if `deadline` passes first.
+
+        Give either `deadline` (an instant, e.g. ``ctx.now() + 3 * 86400``) or `timeout`
+        (seconds from when the wait starts). Without either the run may wait forever: always
+        pair a human wait with a deadline and a path for the time-out. Signals that arrived
+        before the wait are buffered; the k-th wait for a name gets the k-th signal of that
+        name, in arrival order.
+        """
+        frame = sys._getframe(1)
+        if deadline is not None and timeout is not None:
+            raise ValueError(f"ctx.wait_signal({name!r}) at {h.site(frame)}: give deadline= or "
+                             f"timeout=, not both")
+        if timeout is not None:
+            timeout = _number(timeout, "timeout", frame)
+        if deadline is not None:
+            deadline = _number(deadline, "deadline", frame)
+        self._check()
+        asked = (deadline, timeout)
+        start = self._expect(h.WAIT_SIGNAL, name, frame, asked, {})
+        if start is None:
+            if timeout is not None:
+                deadline = self._engine.clock.now() + timeout
+            self._record(h.WAIT_SIGNAL, name, asked, json.dumps({"deadline": deadline}))
+        else:
+            deadline = start.loads()["deadline"]
+        k = self._received.get(name, 0)
+        end = self._take_end((h.SIGNAL_RECEIVED, h.SIGNAL_TIMEOUT), name)
+        if end is None:
+            arrived = self._engine._signal_for(self._state, name, k)
+            if arrived is not None:
+                end = self._record(h.SIGNAL_RECEIVED, name, None, json.dumps(
+                    {"value": arrived.value(), "signal_id": arrived.signal_id,
+                     "seq": arrived.seq}))
+            elif deadline is not None and self._engine.clock.now() >= deadline:
+                end = self._record(h.SIGNAL_TIMEOUT, name, None, None)
+            else:
+                raise Suspend(deadline, "signal", waiting_on=name, name=name,
+                              position=self._cursor.position)
+        if end.kind == h.SIGNAL_TIMEOUT:
+            return None
+        self._received[name] = k + 1
+        return end.loads()["value"]
+
+    # --- versioning, continuation, compensation --------------------------------------------
+    def patched(self, change_id: str) -> bool:
+        """Whether this run takes the new path of a code change called `change_id`.
+
+        False only while replaying history recorded before the change (it lacks the
+        marker); code running past the end of history gets True and records the marker, so
+        the run keeps taking the new path on every later replay.
+        """
+        self._check()
+        event = self._cursor.peek()
+        if event is not None:
+            if event.kind == h.PATCHED and event.name == change_id:
+                self._cursor.take()
+                return True
+            return False
+        self._record(h.PATCHED, change_id, None, None)
+        return True
+
+    def continue_as_new(self, input: Any) -> None:
+        """Finish this run (status 'continued') and start a fresh one with `input`, so a
+        long-lived workflow's history does not grow without bound."""
+        self._check()
+        raise ContinueAsNew(h.to_json(input, "continue_as_new input",
+                                      h.site(sys._getframe(1))))
+
+    def saga(self) -> "Saga":
+        """A block whose completed steps are undone, in reverse, if an activity in it fails
+        for good. Register each undo with ``saga.add(name, fn, *args)`` right after the step
+        it undoes; the undos are activities, recorded and retried like any other."""
+        return Saga(self)
+
+    # --- introspection ---------------------------------------------------------------------
+    @property
+    def is_replaying(self) -> bool:
+        """True while the code is being handed recorded results rather than doing new work."""
+        return self._cursor.replaying
+
+    def log(self, *parts: Any) -> None:
+        """Print a line tagged with the run and the time, except while replaying (so a
+        replayed step does not print its line again)."""
+        if not self._cursor.replaying:
+            print(f"[{self.run_id} t={self._engine.clock.now():g}s]", *parts)
+
+    # --- internals -------------------------------------------------------------------------
+    def _check(self) -> None:
+        # Workflow code that swallowed a NonDeterminismError must not carry on recording.
+        if self.diverged is not None:
+            raise self.diverged
+
+    def _expect(self, kind, name, frame, args, kwargs):
+        try:
+            return self._cursor.expect(kind, name, frame, args, kwargs)
+        except NonDeterminismError as exc:
+            self.diverged = exc
+            raise
+
+    def _take_end(self, kinds: tuple, name: str):
+        """The event that ended the wait just replayed, if history has one."""
+        event = self._cursor.peek()
+        if event is None:
+            return None
+        if event.kind not in kinds or event.name != name:
+            self.diverged = self._cursor.diverged(event, kinds[0], name, None, None,
+                                                  "different_call")
+            raise self.diverged
+        return self._cursor.take()
+
+    def _record(self, kind, name, args, value_json):
+        return self._engine._record_event(self._state, self._cursor, kind, name, args,
+                                          value_json)
+
+
+class Saga:
+    """Compensations registered step by step, run in reverse when an activity fails."""
+
+    def __init__(self, ctx: Context):
+        self._ctx = ctx
+        self._undo: list[tuple] = []
+
+    def add(self, name: str, fn: Callable, *args, policy: RetryPolicy | None = None,
+            **kwargs) -> None:
+        """Register the activity that undoes the step just completed."""
+        self._undo.append((name, fn, args, kwargs, policy or RetryPolicy(max_attempts=10)))
+
+    def __enter__(self) -> "Saga":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc_type is not None and issubclass(exc_type, ActivityFailed):
+            for name, fn, args, kwargs, policy in reversed(self._undo):
+                self._ctx.activity(name, fn, *args, policy=policy, **kwargs)
+        return False

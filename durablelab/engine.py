@@ -1,0 +1,740 @@
+"""Engine: the discrete-event scheduler that wakes runs, executes activities, and recovers.
+
+A run is a history in storage plus a schedule: when it should wake next. The engine keeps
+one heap of things due (a run to wake, an in-flight attempt to finish, a crash to inject)
+ordered by virtual time, pops the earliest, moves the clock there, and acts. Waking a run
+means calling its workflow function from the top with a fresh `Context`; the code replays
+history until it asks for something new, does that, and either finishes or raises `Suspend`
+(a timer, a retry backoff, a signal wait, an attempt still in flight), which puts the run
+back on the heap. Many runs share the heap and the clock, so simulated services see their
+requests in virtual-time order, and 1,000 runs retrying without jitter really do collide.
+
+A worker crash (a `Crash` fault or `engine.crash()`) throws away everything in memory and
+reloads every unfinished run from the store, as a fresh process would; what the durability
+mode had not committed is gone.
+"""
+
+from __future__ import annotations
+
+import heapq
+import inspect
+import json
+import uuid as _uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from . import history as h
+from .clock import VirtualClock
+from .context import Context, ContinueAsNew, Suspend
+from .errors import (ActivityFailed, DuplicateRunError, DurableLabError, ModelOutputError,
+                     NonDeterminismError, NonRetryable, RateLimited, RunFinishedError,
+                     RunNotFoundError, Transient, activity_failed, error_from_json,
+                     workflow_error)
+from .faults import FAILURES, Crash, FaultPlan, Latency, draw
+from .retry import classify, next_delay
+from .store import RUN_COLS, Store
+
+DURABILITY = ("sync", "batch", "exit")
+FINAL = ("completed", "failed", "continued")
+
+#: Workflows seen by any engine in this process, by 'module:qualname', so a new engine on
+#: the same file (in the same notebook) can resume runs it did not start.
+_REGISTRY: dict[str, Callable] = {}
+
+
+class WorkerCrash(BaseException):
+    """The simulated worker died. A BaseException: workflow code must not survive it."""
+
+
+def workflow_name(fn: Callable) -> str:
+    """The name history records for a workflow function: 'module:qualname'."""
+    if not callable(fn):
+        raise TypeError(f"a workflow is a function fn(ctx, input); got {fn!r}")
+    return f"{fn.__module__}:{fn.__qualname__}"
+
+
+@dataclass
+class Signal:
+    seq: int
+    name: str
+    signal_id: str | None
+    value_json: str
+    arrived_at: float
+
+    def value(self) -> Any:
+        return json.loads(self.value_json)
+
+
+@dataclass
+class RunState:
+    """Everything the engine keeps in memory about one run."""
+
+    run_id: str
+    workflow: str
+    input_json: str
+    seed: int
+    faults_json: str | None
+    parent_run_id: str | None
+    status: str
+    result_json: str | None
+    error: DurableLabError | None
+    started_at: float
+    ended_at: float | None
+    fn: Callable | None = None
+    faults: FaultPlan | None = None
+    history: list | None = field(default_factory=list)   # None: ended, not loaded yet
+    attempts: dict = field(default_factory=dict)          # position -> failed attempt rows
+    signals: list = field(default_factory=list)
+    fault_rows: list = field(default_factory=list)
+    wakeups: list = field(default_factory=list)
+    gen: int = 0                  # bumped on every reschedule; stale heap items are skipped
+    waiting: str | None = None    # timer | retry | signal | activity
+    waiting_on: str | None = None
+    due_at: float | None = None
+    inflight: dict | None = None
+    pending: dict = field(default_factory=dict)           # uncommitted rows, by table
+    pending_end: tuple | None = None
+
+    def row(self) -> tuple:
+        return (self.run_id, self.workflow, self.input_json, self.seed, self.faults_json,
+                self.parent_run_id, "running", None, None, self.started_at, None)
+
+
+def _outcome(error: DurableLabError) -> str:
+    if "Timeout" in (error.cause_class or ""):
+        return "timeout"
+    if isinstance(error, RateLimited):
+        return "rate_limited"
+    if isinstance(error, ModelOutputError):
+        return "malformed"
+    if isinstance(error, NonRetryable):
+        return "non_retryable"
+    return "transient"
+
+
+_ACCEPTS: dict[Callable, tuple[bool, bool]] = {}
+
+
+def _accepts(fn: Callable) -> tuple[bool, bool]:
+    """Whether fn takes idempotency_key= and feedback= (by name or through **kwargs)."""
+    found = _ACCEPTS.get(fn)
+    if found is None:
+        try:
+            params = inspect.signature(fn).parameters
+        except (TypeError, ValueError):
+            params = {}
+        var_kw = any(p.kind is p.VAR_KEYWORD for p in params.values())
+        found = (var_kw or "idempotency_key" in params, var_kw or "feedback" in params)
+        try:
+            _ACCEPTS[fn] = found
+        except TypeError:
+            pass
+    return found
+
+
+def _location(exc: BaseException) -> str | None:
+    """'file:line in function' of the innermost frame outside durablelab."""
+    tb, found = exc.__traceback__, None
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if "/durablelab/" not in code.co_filename.replace("\\", "/"):
+            found = f"{code.co_filename}:{tb.tb_lineno} in {code.co_name}"
+        tb = tb.tb_next
+    return found
+
+
+class Engine:
+    """Runs durable workflows over a DuckDB history.
+
+    Args:
+        path: a DuckDB file, or None for an in-memory database (it then plays the disk for
+            the life of this engine: `crash()` keeps it).
+        clock: `VirtualClock()` (default: time jumps to whatever is due next) or
+            `WallClock()`. A virtual clock starts no earlier than the latest instant the
+            file recorded, so time never runs backwards for a run.
+        durability: "sync" commits each event before the code sees it; "batch" commits
+            once per wake-up; "exit" commits a run's events only when it ends (and at a
+            clean `close()`). Faster modes lose more to a crash: that trade-off is a lesson.
+        workflows: workflow functions this engine may resume (found by 'module:qualname');
+            workflows started on any engine in this process are known too.
+
+    `Engine()`, `start()` and `signal()` only load, record and schedule; workflow code runs
+    only inside `run_until_idle()` and `advance()`.
+    """
+
+    def __init__(self, path=None, clock=None, durability: str = "sync", workflows=()):
+        if durability not in DURABILITY:
+            raise ValueError(f"Engine(durability={durability!r}): use one of "
+                             f"{', '.join(map(repr, DURABILITY))}")
+        self.path = None if path is None else str(path)
+        self.durability = durability
+        self.clock = clock if clock is not None else VirtualClock()
+        self.store = Store(self.path)
+        self._workflows = dict(_REGISTRY)
+        for fn in workflows:
+            self._register(fn)
+        self._runs: dict[str, RunState] = {}
+        self._heap: list = []
+        self._seq = 0
+        self._bound: float | None = None
+        self._telemetry: list[tuple] = []
+        self._closed = False
+        latest = self.store.latest_instant()
+        if latest is not None:
+            self.clock.advance_to(latest)
+        self._load()
+
+    # --- public API ----------------------------------------------------------------------
+    def start(self, workflow: Callable, input: Any = None, run_id: str | None = None,
+              faults=None, seed: int = 0) -> str:
+        """Record a new run of `workflow(ctx, input)` and schedule it; returns its run id.
+
+        `faults` is a `FaultPlan`, a list of rules, or a plan's JSON text or file path.
+        `seed` feeds `ctx.random()`, `ctx.uuid()`, retry jitter and fault draws: the same
+        seed, code, plan and run id give the same history, byte for byte. The run's start
+        is committed at once in every durability mode; its code runs in `run_until_idle()`.
+        """
+        self._check_open()
+        name = workflow_name(workflow)
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise TypeError(f"start({name}): seed={seed!r} must be an int")
+        plan = self._plan(faults)
+        input_json = h.to_json(input, "the workflow input", f"Engine.start({name})")
+        if run_id is None:
+            run_id = f"run-{_uuid.uuid4().hex[:12]}"
+        elif not isinstance(run_id, str) or not run_id:
+            raise ValueError(f"start({name}): run_id={run_id!r} must be a non-empty string")
+        self._register(workflow)
+        return self._start(name, input_json, run_id, plan, seed, None)
+
+    def signal(self, run_id: str, name: str, value: Any = None,
+               signal_id: str | None = None) -> bool:
+        """Deliver a signal to a run; it is committed at once and buffered until the run's
+        next `ctx.wait_signal(name)`. A repeated `signal_id` (a double-clicked approval) is
+        recorded once: returns False for the repeat, True otherwise."""
+        self._check_open()
+        state = self._state(run_id)
+        if state.status in FINAL:
+            raise RunFinishedError(
+                f"Cannot signal run {run_id!r}: it is {state.status} (it ended at "
+                f"t={state.ended_at:g}s). A signal can only reach a running or waiting run; "
+                f"start a new run instead.", run_id=run_id, status=state.status)
+        value_json = h.to_json(value, f"the value of signal {name!r}",
+                               f"Engine.signal({run_id!r})")
+        if signal_id is not None and any(s.signal_id == signal_id for s in state.signals):
+            return False
+        arrived = Signal(len(state.signals) + 1, name, signal_id, value_json, self.clock.now())
+        self.store.insert("signals", (run_id, arrived.seq, name, signal_id, value_json,
+                                      arrived.arrived_at))
+        state.signals.append(arrived)
+        if state.waiting == "signal" and state.waiting_on == name:
+            self._schedule(state, self.clock.now(), "wake", "signal")
+        return True
+
+    def run_until_idle(self) -> None:
+        """Run everything that is due, advancing the clock, until nothing is left but
+        signal waits without a deadline. Crashes injected on the way are recovered from,
+        as a fresh worker would."""
+        self._check_open()
+        self._loop(None)
+
+    def advance(self, seconds: float) -> None:
+        """Run what falls due in the next `seconds` of the engine's clock, then stop there."""
+        self._check_open()
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0:
+            raise ValueError(f"advance(seconds={seconds!r}): seconds must be a number >= 0")
+        bound = self.clock.now() + seconds
+        self._loop(bound)
+        self.clock.advance_to(bound)
+
+    def run(self, run_id: str):
+        """A read-only `Run` view: status, result, error, history, attempts, wake-ups."""
+        from .run import Run
+        self._check_open()
+        state = self._state(run_id)
+        if state.history is None:
+            self._load_ended(state)
+        return Run.from_state(state, self._crash_rows(state))
+
+    def runs(self):
+        """A DataFrame of every run in the store, as this engine sees them."""
+        import pandas as pd
+        self._check_open()
+        return pd.DataFrame(
+            [(s.run_id, s.workflow, s.status, s.started_at, s.ended_at, s.seed, s.parent_run_id)
+             for s in self._runs.values()],
+            columns=["run_id", "workflow", "status", "started_at", "ended_at", "seed",
+                     "parent_run_id"])
+
+    def crash(self) -> None:
+        """Kill the simulated worker: in-memory state, in-flight attempts and uncommitted
+        work are lost; a fresh worker then reloads every unfinished run from the store."""
+        self._check_open()
+        self.store.insert("crashes", (self.clock.now(), None, None, None, "engine.crash()"))
+        self._recover()
+
+    def close(self) -> None:
+        """Commit what is pending (in 'exit' mode: unfinished runs' events) and release the
+        file. A closed engine refuses further calls."""
+        if self._closed:
+            return
+        for state in self._runs.values():
+            self._flush(state)
+        self._flush_telemetry()
+        self.store.close()
+        self._closed = True
+
+    def __enter__(self) -> "Engine":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        counts: dict[str, int] = {}
+        for s in self._runs.values():
+            counts[s.status] = counts.get(s.status, 0) + 1
+        summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no runs"
+        return (f"Engine({self.path or 'in memory'}, {self.durability}, {self.clock!r}: "
+                f"{summary})")
+
+    # --- starting and loading ------------------------------------------------------------
+    def _register(self, fn: Callable) -> None:
+        name = workflow_name(fn)
+        self._workflows[name] = _REGISTRY[name] = fn
+
+    def _plan(self, faults) -> FaultPlan | None:
+        if faults is None or isinstance(faults, FaultPlan):
+            return faults
+        if isinstance(faults, (list, tuple)):
+            return FaultPlan(list(faults))
+        return FaultPlan.from_json(faults)
+
+    def _start(self, workflow, input_json, run_id, plan, seed, parent) -> str:
+        if run_id in self._runs:
+            raise DuplicateRunError(
+                f"A run with id {run_id!r} already exists (it is "
+                f"{self._runs[run_id].status}). Pick another run_id, or leave it out to get "
+                f"a fresh one.", run_id=run_id)
+        state = RunState(run_id, workflow, input_json, seed,
+                         plan.to_json() if plan else None, parent, "running", None, None,
+                         self.clock.now(), None, fn=self._workflows.get(workflow), faults=plan)
+        self.store.insert("runs", state.row())
+        self._runs[run_id] = state
+        self._schedule(state, self.clock.now(), "wake", "start")
+        return run_id
+
+    def _load(self) -> None:
+        """Read the store as a fresh worker would: every run's row, and the whole history of
+        every unfinished run, in one query per table."""
+        self._runs = {}
+        self._heap = []
+        for row in self.store.fetch(f"SELECT {', '.join(RUN_COLS)} FROM runs "
+                                    f"WHERE status <> 'running' ORDER BY started_at, run_id"):
+            state = self._state_from_row(row)
+            state.history = None
+            self._runs[state.run_id] = state
+        loaded = self.store.load("status = 'running'")
+        for row in loaded["runs"]:
+            self._runs[row[0]] = self._state_from_row(row)
+        self._fill(loaded)
+        for row in loaded["runs"]:
+            state = self._runs[row[0]]
+            if state.fn is not None:
+                began = state.history or state.attempts or state.wakeups
+                self._schedule(state, self.clock.now(), "wake", "recovery" if began else "start")
+
+    def _load_ended(self, state: RunState) -> None:
+        state.history = []
+        self._fill(self.store.load("run_id = ?", [state.run_id]))
+
+    def _fill(self, loaded: dict) -> None:
+        for row in loaded["events"]:
+            self._runs[row[0]].history.append(h.Event(*row[1:]))
+        for row in loaded["attempts"]:
+            self._runs[row[0]].attempts.setdefault(row[1], []).append(row)
+        for row in loaded["signals"]:
+            self._runs[row[0]].signals.append(Signal(*row[1:]))
+        for row in loaded["faults"]:
+            self._runs[row[0]].fault_rows.append(row)
+        for row in loaded["wakeups"]:
+            self._runs[row[0]].wakeups.append(row)
+
+    def _state_from_row(self, row: tuple) -> RunState:
+        (run_id, workflow, input_json, seed, faults_json, parent, status, result_json,
+         error_json, started_at, ended_at) = row
+        return RunState(run_id, workflow, input_json, seed, faults_json, parent, status,
+                        result_json, error_from_json(json.loads(error_json)) if error_json else None,
+                        started_at, ended_at, fn=self._workflows.get(workflow),
+                        faults=FaultPlan.from_json(faults_json) if faults_json else None)
+
+    def _state(self, run_id: str) -> RunState:
+        state = self._runs.get(run_id)
+        if state is None:
+            raise RunNotFoundError(
+                f"No run {run_id!r} in this engine's store ({self.path or 'in memory'}). "
+                f"engine.runs() lists the runs there; a run id is what engine.start() "
+                f"returned.", run_id=run_id)
+        return state
+
+    def _crash_rows(self, state: RunState) -> list[tuple]:
+        end = state.ended_at if state.ended_at is not None else float("inf")
+        return [row for row in self.store.fetch(
+            "SELECT crashed_at, run_id, position, point, cause FROM crashes ORDER BY crashed_at")
+            if state.started_at <= row[0] <= end]
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("This Engine is closed; open a new Engine on the same path "
+                               "to carry on with its runs.")
+
+    # --- the scheduler -------------------------------------------------------------------
+    def _schedule(self, state: RunState, due_at: float, action: str, arg=None,
+                  new_generation: bool = True) -> None:
+        if new_generation:
+            state.gen += 1
+            state.due_at = due_at
+        self._seq += 1
+        heapq.heappush(self._heap, (due_at, self._seq, state.run_id, state.gen, action, arg))
+
+    def _loop(self, bound: float | None) -> None:
+        self._bound = bound
+        try:
+            while self._heap:
+                due_at = self._heap[0][0]
+                if bound is not None and due_at > bound:
+                    break
+                _, _, run_id, gen, action, arg = heapq.heappop(self._heap)
+                state = self._runs.get(run_id)
+                if state is None or state.gen != gen:
+                    continue  # superseded: the run was rescheduled or ended since
+                self.clock.sleep_until(due_at)
+                try:
+                    if action == "wake":
+                        self._wake(state, arg)
+                    elif action == "complete":
+                        self._complete(state)
+                    else:
+                        self._crash_during_wait(state, *arg)
+                except WorkerCrash:
+                    self._recover()
+        finally:
+            self._bound = None
+            self._flush_telemetry()
+
+    def _wake(self, state: RunState, reason: str) -> None:
+        """Run the workflow code from the top; it replays history, then does new work."""
+        cursor = h.Cursor(state.history, state.run_id, state.workflow)
+        ctx = Context(self, state, cursor)
+        state.status, state.waiting, state.waiting_on, state.due_at = "running", None, None, None
+        before = len(state.history)
+        crashed = False
+        try:
+            result = state.fn(ctx, json.loads(state.input_json))
+            if ctx.diverged is not None:
+                raise ctx.diverged
+            ended_early = cursor.expect_end()
+            if ended_early is not None:
+                raise ended_early
+            result_json = h.to_json(result, "the workflow result",
+                                    f"the return of {state.workflow}")
+            self._end(state, "completed", result_json=result_json)
+        except Suspend as suspend:
+            self._suspend(state, suspend)
+        except ContinueAsNew as cont:
+            self._continue(state, cont.input_json)
+        except WorkerCrash:
+            crashed = True
+            raise
+        except NonDeterminismError as exc:
+            self._diverge(state, exc)
+        except ActivityFailed as exc:
+            self._end(state, "failed", error=exc)
+        except Exception as exc:  # workflow code raised (or swallowed a divergence first)
+            if ctx.diverged is not None:
+                self._diverge(state, ctx.diverged)
+            else:
+                self._end(state, "failed", error=workflow_error(
+                    state.run_id, state.workflow, exc, _location(exc)))
+        finally:
+            row = (state.run_id, self.clock.now(), reason, cursor.replayed,
+                   len(state.history) - before)
+            state.wakeups.append(row)
+            self._telemetry.append(row)
+            if not crashed and self.durability == "batch":
+                self._flush(state)
+
+    def _suspend(self, state: RunState, suspend: Suspend) -> None:
+        if suspend.reason == "activity":
+            state.status, state.waiting = "running", "activity"
+            self._schedule(state, suspend.due_at, "complete")
+            return
+        state.status, state.waiting, state.waiting_on = "waiting", suspend.reason, suspend.waiting_on
+        if suspend.due_at is not None:
+            reason = "deadline" if suspend.reason == "signal" else suspend.reason
+            self._schedule(state, suspend.due_at, "wake", reason)
+        else:
+            state.gen += 1
+            state.due_at = None
+        self._arm_crash_during_wait(state, suspend)
+
+    def _complete(self, state: RunState) -> None:
+        """An attempt that was in flight has ended: record it, then wake the run."""
+        outcome, state.inflight = state.inflight, None
+        cursor = h.Cursor(state.history, state.run_id, state.workflow)
+        cursor.position = len(state.history)
+        try:
+            self._finish_attempt(state, cursor, outcome)
+            self._schedule(state, self.clock.now(), "wake", "activity")
+        except ActivityFailed:
+            self._schedule(state, self.clock.now(), "wake", "activity")
+        except Suspend as suspend:
+            self._suspend(state, suspend)
+        if self.durability == "batch":
+            self._flush(state)
+
+    def _diverge(self, state: RunState, exc: NonDeterminismError) -> None:
+        state.status, state.error = "diverged", exc
+        state.gen += 1
+
+    def _continue(self, state: RunState, input_json: str) -> None:
+        base, _, n = state.run_id.rpartition("~")
+        next_id = f"{base}~{int(n) + 1}" if base and n.isdigit() else f"{state.run_id}~1"
+        self._end(state, "continued", result_json=json.dumps({"continued_as": next_id}))
+        self._start(state.workflow, input_json, next_id, state.faults, state.seed, state.run_id)
+
+    def _end(self, state: RunState, status: str, result_json=None, error=None) -> None:
+        state.status, state.result_json, state.error = status, result_json, error
+        state.ended_at = self.clock.now()
+        state.gen += 1
+        end = (status, result_json, json.dumps(error.to_json()) if error else None,
+               state.ended_at, state.run_id)
+        if self.durability == "sync":
+            self.store.write({}, ends=[end])
+        else:
+            state.pending_end = end
+            if self.durability == "exit":
+                self._flush(state)
+
+    # --- recording ------------------------------------------------------------------------
+    def _write(self, state: RunState, table: str, row: tuple) -> None:
+        if self.durability == "sync":
+            self.store.insert(table, row)
+        else:
+            state.pending.setdefault(table, []).append(row)
+
+    def _flush(self, state: RunState) -> None:
+        if state.pending or state.pending_end:
+            self.store.write(state.pending, [state.pending_end] if state.pending_end else [])
+            state.pending, state.pending_end = {}, None
+
+    def _flush_telemetry(self) -> None:
+        if self._telemetry:
+            self.store.write({"wakeups": self._telemetry})
+            self._telemetry = []
+
+    def _append(self, state: RunState, cursor: h.Cursor, event: h.Event) -> h.Event:
+        state.history.append(event)
+        cursor.position += 1
+        self._write(state, "events", (state.run_id, event.position, event.kind, event.name,
+                                      event.digest, event.ok, event.value, event.recorded_at,
+                                      event.attempt, event.started_at, event.outcome,
+                                      event.error_class, event.error))
+        return event
+
+    def _record_event(self, state, cursor, kind, name, args, value_json) -> h.Event:
+        """Record a non-activity event (now, random, uuid, a wait's start or end, a marker)."""
+        digest, matched = None, None
+        if args is not None:
+            text = h.canonical(args, {}, f"ctx.{kind}", state.run_id)
+            digest, matched = h.digest_of(text), json.loads(text)
+        event = h.Event(cursor.position + 1, kind, name, digest, True, value_json,
+                        self.clock.now())
+        event.matched_args = matched
+        return self._append(state, cursor, event)
+
+    def _signal_for(self, state: RunState, name: str, k: int) -> Signal | None:
+        """The k-th (from 0) signal called `name` that arrived for this run, if any."""
+        matching = [s for s in state.signals if s.name == name]
+        return matching[k] if k < len(matching) else None
+
+    # --- activities ----------------------------------------------------------------------
+    def _execute_activity(self, state: RunState, cursor: h.Cursor, req: dict) -> Any:
+        """Run one attempt of a new activity, then finish it (or leave it in flight)."""
+        name, policy, site = req["name"], req["policy"], req["site"]
+        position = cursor.position + 1
+        text = h.canonical(req["args"], req["kwargs"], f"ctx.activity({name!r})", h.site(site))
+        now = self.clock.now()
+        previous = state.attempts.get(position, [])
+        if previous:
+            last = previous[-1]
+            if last[5] + last[9] > now:  # the retry backoff has not elapsed: a durable timer
+                raise Suspend(last[5] + last[9], "retry", name=name, position=position,
+                              attempt=last[3])
+        attempt = len(previous) + 1
+        self._maybe_crash(state, "before_activity", name, position, attempt)
+        latency, error = 0.0, None
+        for index, rule in enumerate(state.faults or ()):
+            if isinstance(rule, Crash) or not rule.applies(name, attempt):
+                continue
+            rng = self._fires(state, index, rule, position, attempt)
+            if rng is None:
+                continue
+            self.store.insert("faults", self._record_fault(state, index, rule, position, attempt))
+            if isinstance(rule, Latency):
+                latency += rule.draw(rng)
+            elif isinstance(rule, FAILURES):
+                error = rule.error()
+                break
+        value_json = None
+        if error is None:
+            value_json, error = self._call(state, req, position, previous)
+            self._maybe_crash(state, "after_effect", name, position, attempt)
+        ended = now + latency
+        timeouts = [(req["start_to_close"], now, "start_to_close"),
+                    (req["schedule_to_close"], previous[0][4] if previous else now,
+                     "schedule_to_close")]
+        for limit, since, label in timeouts:
+            if limit is not None and since + limit < ended:
+                ended = since + limit
+                error, value_json = Transient(
+                    f"activity {name!r} timed out: {label}={limit:g}s passed before it "
+                    f"answered", cause_class="TimeoutError"), None
+        outcome = {"name": name, "position": position, "attempt": attempt, "policy": policy,
+                   "started_at": now, "ended_at": ended, "error": error,
+                   "value_json": value_json, "digest": h.digest_of(text), "text": text,
+                   "first_started_at": previous[0][4] if previous else now,
+                   "schedule_to_close": req["schedule_to_close"]}
+        if ended > now:
+            if not self.clock.virtual:
+                self.clock.sleep_until(ended)
+            elif (not self._heap or self._heap[0][0] > ended) and (
+                    self._bound is None or ended <= self._bound):
+                self.clock.advance_to(ended)  # nothing else happens meanwhile: carry on inline
+            else:
+                state.inflight = outcome
+                raise Suspend(ended, "activity", name=name, position=position, attempt=attempt)
+        return self._finish_attempt(state, cursor, outcome)
+
+    def _call(self, state: RunState, req: dict, position: int, previous: list):
+        """Call the activity function; returns (value_json, error)."""
+        fn, name = req["fn"], req["name"]
+        kwargs = dict(req["kwargs"])
+        takes_key, takes_feedback = _accepts(fn)
+        if takes_key and "idempotency_key" not in kwargs:
+            kwargs["idempotency_key"] = f"{state.run_id}:{position}"
+        if takes_feedback and previous and previous[-1][7] == "ModelOutputError":
+            kwargs["feedback"] = previous[-1][8]
+        try:
+            result = fn(*req["args"], **kwargs)
+        except Exception as exc:
+            if req["policy"].is_non_retryable(exc) and not isinstance(exc, NonRetryable):
+                cause = type(exc).__name__
+                return None, NonRetryable(f"{cause}: {exc}", cause_class=cause)
+            error = classify(exc)
+            if error.cause_class is None:
+                error.cause_class = error.error_class
+            return None, error
+        try:
+            return json.dumps(result, separators=(",", ":"), ensure_ascii=False,
+                              allow_nan=False), None
+        except (TypeError, ValueError) as exc:
+            return None, NonRetryable(
+                f"the result of activity {name!r} at position {position} is not "
+                f"JSON-serialisable ({exc}); its effect already happened, but history can "
+                f"only hold JSON. Return plain data (a dict, list, str, number).",
+                cause_class="SerializationError")
+
+    def _finish_attempt(self, state: RunState, cursor: h.Cursor, o: dict) -> Any:
+        """Record an attempt's end: the activity's event, or a failed attempt and its retry."""
+        error, name, position, attempt = o["error"], o["name"], o["position"], o["attempt"]
+        if error is None:
+            event = h.Event(position, h.ACTIVITY, name, o["digest"], True, o["value_json"],
+                            o["ended_at"], attempt, o["started_at"], "ok")
+            event.matched_args = json.loads(o["text"])
+            self._append(state, cursor, event)
+            self._maybe_crash(state, "after_record", name, position, attempt)
+            return json.loads(o["value_json"])
+        policy = o["policy"]
+        previous = state.attempts.get(position, [])
+        malformed = sum(1 for row in previous if row[7] == "ModelOutputError")
+        if isinstance(error, ModelOutputError):
+            retry = malformed + 1 <= policy.model_output_budget
+        elif isinstance(error, NonRetryable):
+            retry = False
+        else:
+            retry = attempt - malformed < policy.max_attempts
+        if retry:
+            rng = draw(state.seed, -1, position, attempt)  # rule index -1: the retry jitter
+            delay = next_delay(policy, attempt, error, rng)
+            limit = o["schedule_to_close"]
+            if limit is not None and o["ended_at"] + delay > o["first_started_at"] + limit:
+                retry = False
+        if retry:
+            row = (state.run_id, position, name, attempt, o["started_at"], o["ended_at"],
+                   _outcome(error), error.error_class, error.message, delay)
+            state.attempts.setdefault(position, []).append(row)
+            self._write(state, "attempts", row)
+            raise Suspend(o["ended_at"] + delay, "retry", name=name, position=position,
+                          attempt=attempt)
+        failed = activity_failed(state.run_id, name, position, attempt, error)
+        event = h.Event(position, h.ACTIVITY, name, o["digest"], False,
+                        json.dumps(failed.to_json()), o["ended_at"], attempt, o["started_at"],
+                        _outcome(error), error.error_class, error.message)
+        event.matched_args = json.loads(o["text"])
+        self._append(state, cursor, event)
+        self._maybe_crash(state, "after_record", name, position, attempt)
+        raise failed
+
+    # --- faults and crashes --------------------------------------------------------------
+    def _fires(self, state: RunState, index: int, rule, position: int, attempt: int):
+        """The rule's generator if it fires on this attempt, else None."""
+        rows = [r for r in state.fault_rows if r[1] == index]
+        if rule.times is not None and len(rows) >= rule.times:
+            return None
+        if isinstance(rule, Crash) and any(r[4] == position and r[5] == attempt for r in rows):
+            return None  # a crash point fires once: the recovered worker passes it
+        rng = draw(state.seed, index, position, attempt)
+        return rng if rng.random() < rule.p else None
+
+    def _record_fault(self, state, index, rule, position, attempt) -> tuple:
+        """Note a firing in memory and return its row; the caller commits it."""
+        row = (state.run_id, index, type(rule).__name__, getattr(rule, "point", None),
+               position, attempt, self.clock.now())
+        state.fault_rows.append(row)
+        return row
+
+    def _maybe_crash(self, state, point, name, position, attempt) -> None:
+        for index, rule in enumerate(state.faults or ()):
+            if (isinstance(rule, Crash) and rule.point == point and rule.applies(name, attempt)
+                    and self._fires(state, index, rule, position, attempt) is not None):
+                self._crash_at(state, index, rule, position, attempt)
+
+    def _crash_at(self, state, index, rule, position, attempt) -> None:
+        fault = self._record_fault(state, index, rule, position, attempt)
+        crash = (self.clock.now(), state.run_id, position, rule.point,
+                 f"Crash rule {index} ({rule.activity!r} at {rule.point})")
+        self.store.write({"faults": [fault], "crashes": [crash]})
+        raise WorkerCrash(crash[-1])
+
+    def _arm_crash_during_wait(self, state: RunState, suspend: Suspend) -> None:
+        for index, rule in enumerate(state.faults or ()):
+            if (isinstance(rule, Crash) and rule.point == "during_wait"
+                    and rule.applies(suspend.name, suspend.attempt)
+                    and self._fires(state, index, rule, suspend.position, suspend.attempt)):
+                now = self.clock.now()
+                at = now if suspend.due_at is None else now + (suspend.due_at - now) / 2
+                self._schedule(state, at, "crash", (index, suspend.position, suspend.attempt),
+                               new_generation=False)
+                return
+
+    def _crash_during_wait(self, state: RunState, index: int, position: int,
+                           attempt: int) -> None:
+        rule = state.faults.rules[index]
+        if self._fires(state, index, rule, position, attempt) is not None:
+            self._crash_at(state, index, rule, position, attempt)
+
+    def _recover(self) -> None:
+        """A fresh worker: forget everything in memory, reload what the store holds."""
+        self._flush_telemetry()
+        self._load()

@@ -1,0 +1,252 @@
+"""Every durablelab exception, and the one place their messages are worded.
+
+Two families live here. The *retry classes* (`Transient`, `RateLimited`, `NonRetryable`,
+`ModelOutputError`) say what kind of failure an activity attempt had, which decides whether
+and when it is retried. The *engine errors* say what went wrong with a run or with a call to
+the engine. Every error carries its facts as attributes, so tests and views never parse the
+text, and every error round-trips through JSON (`to_json` / `error_from_json`) so a run read
+back from a file shows the same error it failed with. Rebuilding only ever looks up classes
+in this module: reading a stranger's history never imports or runs code.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class DurableLabError(Exception):
+    """Base of every error durablelab raises."""
+
+    #: names of the attributes that describe this error; they go to JSON and back.
+    fields: tuple[str, ...] = ()
+
+    def __init__(self, message: str = "", **facts: Any):
+        super().__init__(message)
+        self.message = message
+        for name in self.fields:
+            setattr(self, name, facts.get(name))
+
+    def to_json(self) -> dict:
+        return {
+            "class": type(self).__name__,
+            "message": self.message,
+            "fields": {name: getattr(self, name, None) for name in self.fields},
+        }
+
+    def __reduce__(self):  # keep errors copyable although __init__ takes keywords
+        return (_rebuild, (self.to_json(),))
+
+
+# --- retry classes: what kind of failure an attempt had ---------------------------------
+
+
+class ActivityError(DurableLabError):
+    """Base of the four retry classes; `error_class` is the class name."""
+
+    fields = ("cause_class",)
+
+    @property
+    def error_class(self) -> str:
+        return type(self).__name__
+
+
+class Transient(ActivityError):
+    """Timeouts, HTTP 5xx, connection resets: worth retrying with backoff."""
+
+
+class RateLimited(Transient):
+    """HTTP 429: retried, waiting at least `retry_after` seconds when the server said so."""
+
+    fields = ("cause_class", "retry_after")
+
+    def __init__(self, message: str = "rate limited", retry_after: float | None = None, **facts):
+        super().__init__(message, retry_after=retry_after, **facts)
+
+
+class NonRetryable(ActivityError):
+    """HTTP 4xx, validation, permission, business rejections: a retry cannot help."""
+
+
+class ModelOutputError(ActivityError):
+    """Malformed JSON, schema violations, refusals: retried on a small separate budget,
+    with the error fed back to the next attempt."""
+
+
+# --- engine errors -----------------------------------------------------------------------
+
+
+class ActivityFailed(DurableLabError):
+    """An activity failed for good: its retries are spent or its error is not retryable.
+
+    Workflow code may catch it (to compensate, or to take another path). The failure is
+    recorded in history, so on replay the same `ActivityFailed` is raised at the same place.
+    """
+
+    fields = ("run_id", "activity", "position", "attempts", "error_class", "cause_class",
+              "cause_message")
+
+
+class NonDeterminismError(DurableLabError):
+    """Replay found the workflow code asking for something other than what history recorded.
+
+    Attributes: `run_id`, `workflow`, `position`, `recorded` and `requested` (each a dict with
+    `kind`, `name`, `digest`, or None when there is nothing on that side), `call_site`
+    ("file:line" of the ctx call, or None), `reason` (a short code: "different_call",
+    "different_arguments", "history_not_consumed"), and `hint` (the likely fix).
+    """
+
+    fields = ("run_id", "workflow", "position", "recorded", "requested", "call_site",
+              "reason", "hint")
+
+
+class WorkflowError(DurableLabError):
+    """Workflow code itself raised (not an activity). The run fails at once; it is not
+    retried, because re-running the same deterministic code would raise the same way."""
+
+    fields = ("run_id", "workflow", "cause_class", "cause_message", "location")
+
+
+class SerializationError(DurableLabError, TypeError):
+    """A value that must go into history is not JSON (a workflow input, an activity
+    argument, a signal value)."""
+
+    fields = ("what", "where")
+
+
+class RunNotFoundError(DurableLabError, KeyError):
+    """No run with this id exists in this engine's store."""
+
+    fields = ("run_id",)
+
+    def __str__(self) -> str:  # KeyError would otherwise print the message in quotes
+        return self.message
+
+
+class RunFinishedError(DurableLabError):
+    """The run has ended (completed, failed or continued) and cannot take this call."""
+
+    fields = ("run_id", "status")
+
+
+class DuplicateRunError(DurableLabError):
+    """`start()` was given a run id that already exists."""
+
+    fields = ("run_id",)
+
+
+class StoreLockedError(DurableLabError):
+    """Another process holds the DuckDB file."""
+
+    fields = ("path", "pid")
+
+
+class StoreFormatError(DurableLabError):
+    """The DuckDB file is not a durablelab store, or was written by another schema version."""
+
+    fields = ("path", "found", "expected")
+
+
+def _error_classes() -> dict[str, type[DurableLabError]]:
+    found: dict[str, type[DurableLabError]] = {}
+    pending = [DurableLabError]
+    while pending:
+        cls = pending.pop()
+        found[cls.__name__] = cls
+        pending.extend(cls.__subclasses__())
+    return found
+
+
+def error_from_json(data: dict) -> DurableLabError:
+    """Rebuild an error written by `to_json`. Only durablelab's own classes are looked up;
+    an unknown class name comes back as a plain `DurableLabError` with the same message."""
+    cls = _error_classes().get(data.get("class", ""), DurableLabError)
+    fields = data.get("fields") or {}
+    err = cls.__new__(cls)
+    DurableLabError.__init__(err, data.get("message", ""))
+    for name in cls.fields:
+        setattr(err, name, fields.get(name))
+    return err
+
+
+def _rebuild(data: dict) -> DurableLabError:
+    return error_from_json(data)
+
+
+# --- messages ----------------------------------------------------------------------------
+# Each builder words one error: what happened in one sentence, where, recorded versus
+# requested on aligned lines, what was and was not recorded, and the likely fix.
+
+_LESSON = "The lesson: notebooks/01_replay.ipynb, section 'Breaking replay'."
+
+_DIVERGENCE = {
+    "different_call": (
+        "the workflow code asked for a different step than history recorded",
+        "The code changed while this run was in flight (a step was added, removed or "
+        "reordered before this point), or it branches on something history does not hold "
+        "(the wall clock, random, os.environ, set or dict order). Read time and randomness "
+        "through ctx.now(), ctx.random() and ctx.uuid(); to change code under running runs, "
+        "guard the change with `if ctx.patched(\"my-change\"):` so old runs keep their path."),
+    "different_arguments": (
+        "the workflow code made the recorded call with different arguments",
+        "An argument is computed from something history does not hold (time, randomness, "
+        "the environment, a global that changed), or the code changed how it builds it. "
+        "Build arguments only from the workflow input and recorded results, or guard the "
+        "change with `if ctx.patched(\"my-change\"):`."),
+    "history_not_consumed": (
+        "the workflow code returned, but history holds more events",
+        "A step was removed, or the code took a shorter branch than when the run recorded "
+        "it. Keep the step for runs that recorded it: guard the removal with "
+        "`if ctx.patched(\"my-change\"):` so only new runs skip it."),
+}
+
+
+def _side(event: dict | None, fallback: str) -> tuple[str, str, str]:
+    if event is None:
+        return (fallback, "", "")
+    return (event["kind"], event["name"], event.get("digest") or "-")
+
+
+def non_determinism(run_id, workflow, position, recorded, requested, call_site, reason,
+                    remaining=None) -> NonDeterminismError:
+    what, hint = _DIVERGENCE[reason]
+    rows = [("", "kind", "name", "input digest"),
+            ("recorded:", *_side(recorded, "(nothing)")),
+            ("requested:", *_side(requested, "(the code returned)"))]
+    widths = [max(len(str(r[i])) for r in rows) for i in range(4)]
+    table = "\n".join("  " + "  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()
+                      for r in rows)
+    extra = f" ({remaining} event(s) left unreplayed)" if reason == "history_not_consumed" else ""
+    message = (
+        f"Non-determinism in run {run_id!r} (workflow {workflow}) at history position "
+        f"{position}: {what}{extra}.\n{table}\n"
+        f"  asked at:  {call_site or 'the end of the workflow function'}\n"
+        f"Nothing was recorded: the run is now 'diverged' and its history is unchanged; an "
+        f"engine with fixed code replays it again and carries on.\n"
+        f"Likely fix: {hint}\n{_LESSON}")
+    return NonDeterminismError(
+        message, run_id=run_id, workflow=workflow, position=position, recorded=recorded,
+        requested=requested, call_site=call_site, reason=reason, hint=hint)
+
+
+def activity_failed(run_id, activity, position, attempts, error: ActivityError) -> ActivityFailed:
+    why = ("its error is not retryable" if isinstance(error, NonRetryable)
+           else "its retries are spent")
+    message = (f"Activity {activity!r} (run {run_id!r}, position {position}) failed for good "
+               f"after {attempts} attempt(s), because {why}: {error.error_class}: "
+               f"{error.message}")
+    return ActivityFailed(message, run_id=run_id, activity=activity, position=position,
+                          attempts=attempts, error_class=error.error_class,
+                          cause_class=error.cause_class or error.error_class,
+                          cause_message=error.message)
+
+
+def workflow_error(run_id, workflow, exc: BaseException, location: str | None) -> WorkflowError:
+    cause = type(exc).__name__
+    message = (
+        f"Workflow code raised {cause} in run {run_id!r} (workflow {workflow}) at "
+        f"{location or 'an unknown line'}: {exc}. This came from the workflow function itself, "
+        f"not from an activity, so it is not retried (the same code would raise the same way "
+        f"on every replay) and the run failed. Fix the workflow code; if the failing work "
+        f"touches the outside world, move it into ctx.activity(...) so it gets retries.")
+    return WorkflowError(message, run_id=run_id, workflow=workflow, cause_class=cause,
+                         cause_message=str(exc), location=location)

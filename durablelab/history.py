@@ -1,0 +1,167 @@
+"""History: the append-only list of events of one run, and the one comparison replay makes.
+
+Every recording `ctx` call adds one event at the next `position` (counting from 1). On
+every wake-up the workflow runs again from the top and each `ctx` call asks the cursor for
+the event at its position: if history has one, the call must be the same request (same kind,
+same name, same input digest) and gets the recorded value back; if history has run out, the
+call is new work. Anything else is non-determinism, and `Cursor.expect` is the one place
+that decides it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import NonDeterminismError, SerializationError, non_determinism
+
+# Event kinds. A kind is named after the ctx method that records it, so an error can say
+# "history recorded ctx.activity('charge')" in the words the learner wrote. The *_END kinds
+# are appended by the engine when a wait ends.
+ACTIVITY, NOW, RANDOM, UUID, PATCHED = "activity", "now", "random", "uuid", "patched"
+SLEEP, TIMER_FIRED = "sleep", "timer_fired"
+WAIT_SIGNAL, SIGNAL_RECEIVED, SIGNAL_TIMEOUT = "wait_signal", "signal_received", "signal_timeout"
+
+
+def to_json(value: Any, what: str, where: str) -> str:
+    """Compact JSON text of `value`, or a SerializationError naming what and where."""
+    try:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise SerializationError(
+            f"{what} is not JSON-serialisable ({exc}) at {where}. History holds JSON only: "
+            f"pass plain dicts, lists, strings, numbers, booleans or None (convert dataclasses "
+            f"with dataclasses.asdict, datetimes with .isoformat()).",
+            what=what, where=where) from None
+
+
+def canonical(args: tuple, kwargs: dict, what: str, where: str) -> str:
+    """Canonical JSON of a call's arguments: sorted keys, so equal inputs give equal text."""
+    try:
+        return json.dumps([list(args), kwargs], sort_keys=True, separators=(",", ":"),
+                          ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise SerializationError(
+            f"{what} has an argument that is not JSON-serialisable ({exc}) at {where}. "
+            f"Activity arguments are digested as JSON so replay can check them; pass plain "
+            f"data, or pass an id and load the object inside the activity.",
+            what=what, where=where) from None
+
+
+def digest_of(text: str) -> str:
+    """A stable 16-hex-digit digest of canonical JSON text."""
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+@dataclass(slots=True)
+class Event:
+    """One history event. For an activity, the final attempt's facts ride along, so a
+    durable step is a single row."""
+
+    position: int
+    kind: str
+    name: str
+    digest: str | None
+    ok: bool
+    value: str | None          # JSON text; for a failed activity, the error's JSON
+    recorded_at: float
+    attempt: int | None = None
+    started_at: float | None = None
+    outcome: str | None = None
+    error_class: str | None = None
+    error: str | None = None
+    # The arguments last seen to match this event (JSON-shaped), so replay can compare
+    # cheaply before it pays for a digest. Never stored.
+    matched_args: Any = field(default=None, repr=False, compare=False)
+
+    def loads(self) -> Any:
+        return None if self.value is None else json.loads(self.value)
+
+    def describe(self) -> dict:
+        return {"kind": self.kind, "name": self.name, "digest": self.digest}
+
+
+EVENT_COLUMNS = ("position", "kind", "name", "digest", "ok", "value", "recorded_at",
+                 "attempt", "started_at", "outcome", "error_class", "error")
+
+
+def site(frame) -> str | None:
+    """'file:line' of a frame (the workflow line that made a ctx call), or None."""
+    if frame is None or isinstance(frame, str):
+        return frame
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+
+
+class Cursor:
+    """Walks one run's history during one wake-up."""
+
+    def __init__(self, history: list[Event], run_id: str, workflow: str):
+        self.history = history
+        self.run_id = run_id
+        self.workflow = workflow
+        self.position = 0            # the last position handed out
+        self.replayed = 0            # events handed back from history in this wake-up
+
+    @property
+    def replaying(self) -> bool:
+        return self.position < len(self.history)
+
+    def peek(self) -> Event | None:
+        """The event at the next position, if history has one."""
+        if self.position < len(self.history):
+            return self.history[self.position]
+        return None
+
+    def take(self) -> Event:
+        event = self.history[self.position]
+        self.position += 1
+        self.replayed += 1
+        return event
+
+    def expect(self, kind: str, name: str, call_site,
+               args: tuple | None = None, kwargs: dict | None = None) -> Event | None:
+        """The recorded event for this request, or None when history has run out.
+
+        `call_site` is the frame of the ctx call (formatted only if an error needs it).
+        `args` is None for requests without input (now, random, uuid). Raises
+        NonDeterminismError when the event at this position is a different request. Arguments
+        are compared first cheaply, against the arguments that last matched this event, and
+        only then by digest, which costs up to a millisecond for a large prompt.
+        """
+        event = self.peek()
+        if event is None:
+            return None
+        kwargs = kwargs or {}
+        if event.kind != kind or event.name != name:
+            requested = None if args is None else digest_of(
+                canonical(args, kwargs, f"ctx.{kind}({name!r})", site(call_site)))
+            raise self.diverged(event, kind, name, requested, call_site, "different_call")
+        if args is not None and event.digest is not None:
+            shaped = [list(args), kwargs]
+            if event.matched_args is None or event.matched_args != shaped:
+                text = canonical(args, kwargs, f"ctx.{kind}({name!r})", site(call_site))
+                requested = digest_of(text)
+                if requested != event.digest:
+                    raise self.diverged(event, kind, name, requested, call_site,
+                                        "different_arguments")
+                event.matched_args = json.loads(text)
+        return self.take()
+
+    def expect_end(self) -> NonDeterminismError | None:
+        """Called when the workflow returns: history must have been consumed."""
+        event = self.peek()
+        if event is None:
+            return None
+        return self.diverged(event, None, None, None, None, "history_not_consumed")
+
+    def diverged(self, recorded: Event, kind, name, digest, call_site, reason):
+        requested = None if kind is None else {"kind": kind, "name": name, "digest": digest}
+        return non_determinism(
+            run_id=self.run_id, workflow=self.workflow, position=self.position + 1,
+            recorded=recorded.describe(), requested=requested, call_site=site(call_site),
+            reason=reason, remaining=len(self.history) - self.position)
+
+
+__all__ = ["Event", "Cursor", "canonical", "digest_of", "to_json", "NonDeterminismError"]

@@ -1,0 +1,80 @@
+"""Run: a read-only view of one run, as pandas DataFrames.
+
+Views read what the engine or the store holds; they never change it. Frames:
+
+- `history`: one row per event: position, kind, name, ok, value (decoded JSON), digest,
+  recorded_at, attempt, outcome, error_class.
+- `attempts`: one row per activity attempt: position, activity, attempt, started_at,
+  ended_at, outcome (ok, transient, rate_limited, timeout, non_retryable, malformed,
+  crashed), error_class, error, delay (the backoff chosen before the next attempt).
+- `wakeups`: one row per time the code ran from the top: woke_at, reason, replayed, recorded.
+- `crashes`: worker deaths during the run's life: crashed_at, run_id (whose fault it was), position,
+  point, cause.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+HISTORY_COLUMNS = ["position", "kind", "name", "ok", "value", "digest", "recorded_at",
+                   "attempt", "outcome", "error_class"]
+ATTEMPT_COLUMNS = ["position", "activity", "attempt", "started_at", "ended_at", "outcome",
+                   "error_class", "error", "delay"]
+WAKEUP_COLUMNS = ["woke_at", "reason", "replayed", "recorded"]
+CRASH_COLUMNS = ["crashed_at", "run_id", "position", "point", "cause"]
+
+
+@dataclass(frozen=True)
+class Run:
+    """What one run did: its status, result or error, and the frames above."""
+
+    run_id: str
+    workflow: str
+    status: str
+    input: Any
+    result: Any
+    error: Any
+    seed: int
+    started_at: float
+    ended_at: float | None
+    parent_run_id: str | None
+    history: pd.DataFrame
+    attempts: pd.DataFrame
+    wakeups: pd.DataFrame
+    crashes: pd.DataFrame
+
+    @classmethod
+    def from_state(cls, state, crash_rows: list[tuple]) -> "Run":
+        history = pd.DataFrame(
+            [(e.position, e.kind, e.name, e.ok, e.loads(), e.digest, e.recorded_at, e.attempt,
+              e.outcome, e.error_class) for e in state.history], columns=HISTORY_COLUMNS)
+        rows = [row[1:] for rows in state.attempts.values() for row in rows]
+        rows += [(e.position, e.name, e.attempt, e.started_at, e.recorded_at, e.outcome,
+                  e.error_class, e.error, None) for e in state.history if e.kind == "activity"]
+        names = {e.position: e.name for e in state.history}
+        rows += [(f[4], names.get(f[4], "?"), f[5], f[6], f[6], "crashed", None,
+                  f"worker crashed at {f[3]}", None)
+                 for f in state.fault_rows if f[2] == "Crash"]
+        attempts = pd.DataFrame(rows, columns=ATTEMPT_COLUMNS)
+        attempts = attempts.sort_values(["position", "started_at", "attempt"],
+                                        kind="stable").reset_index(drop=True)
+        wakeups = pd.DataFrame([row[1:] for row in state.wakeups], columns=WAKEUP_COLUMNS)
+        return cls(
+            run_id=state.run_id, workflow=state.workflow, status=state.status,
+            input=json.loads(state.input_json),
+            result=None if state.result_json is None else json.loads(state.result_json),
+            error=state.error, seed=state.seed, started_at=state.started_at,
+            ended_at=state.ended_at, parent_run_id=state.parent_run_id, history=history,
+            attempts=attempts, wakeups=wakeups,
+            crashes=pd.DataFrame(crash_rows, columns=CRASH_COLUMNS))
+
+    def __repr__(self) -> str:
+        outcome = (f"result={self.result!r}" if self.status == "completed"
+                   else f"error={type(self.error).__name__}" if self.error is not None else "")
+        return (f"Run({self.run_id!r}, {self.workflow}, {self.status}, {outcome}, "
+                f"{len(self.history)} events, {len(self.attempts)} attempts, "
+                f"{len(self.wakeups)} wake-ups)").replace(", ,", ",")
