@@ -57,6 +57,7 @@ class Context:
         self._state = state
         self._cursor = cursor
         self._received: dict[str, int] = {}   # signals of each name consumed so far
+        self._patches: dict[str, bool] = {}   # change_id -> the path this run is on
         self.diverged = None                   # a NonDeterminismError, once raised
         #: the id of the run this code is executing.
         self.run_id: str = state.run_id
@@ -202,17 +203,22 @@ class Context:
 
         False only while replaying history recorded before the change (it lacks the
         marker); code running past the end of history gets True and records the marker, so
-        the run keeps taking the new path on every later replay.
+        the run keeps taking the new path on every later replay. The first answer for a
+        `change_id` holds for the rest of the run, so a run is on one path, never both.
         """
         self._check()
+        if change_id in self._patches:
+            return self._patches[change_id]
         event = self._cursor.peek()
-        if event is not None:
-            if event.kind == h.PATCHED and event.name == change_id:
+        if event is None:
+            self._record(h.PATCHED, change_id, None, None)
+            answer = True
+        else:
+            answer = event.kind == h.PATCHED and event.name == change_id
+            if answer:
                 self._cursor.take()
-                return True
-            return False
-        self._record(h.PATCHED, change_id, None, None)
-        return True
+        self._patches[change_id] = answer
+        return answer
 
     def continue_as_new(self, input: Any) -> None:
         """Finish this run (status 'continued') and start a fresh one with `input`, so a

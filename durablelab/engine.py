@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import heapq
 import inspect
+import random
 import json
 import uuid as _uuid
 from dataclasses import dataclass, field
@@ -665,7 +666,7 @@ class Engine:
         else:
             retry = attempt - malformed < policy.max_attempts
         if retry:
-            rng = draw(state.seed, -1, position, attempt)  # rule index -1: the retry jitter
+            rng = random.Random(f"retry:{state.seed}:{state.run_id}:{position}:{attempt}")
             delay = next_delay(policy, attempt, error, rng)
             limit = o["schedule_to_close"]
             if limit is not None and o["ended_at"] + delay > o["first_started_at"] + limit:
