@@ -90,10 +90,12 @@ class Context:
         first execution too). Raises `ActivityFailed` when the activity fails for good.
         """
         frame = sys._getframe(1)
-        for what, value in (("start_to_close", start_to_close),
-                            ("schedule_to_close", schedule_to_close), ("heartbeat", heartbeat)):
-            if value is not None:
-                _number(value, what, frame)
+        if start_to_close is not None or schedule_to_close is not None or heartbeat is not None:
+            for what, value in (("start_to_close", start_to_close),
+                                ("schedule_to_close", schedule_to_close),
+                                ("heartbeat", heartbeat)):
+                if value is not None:
+                    _number(value, what, frame)
         self._check()
         event = self._expect(h.ACTIVITY, name, frame, args, kwargs)
         if event is not None:

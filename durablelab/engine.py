@@ -19,6 +19,7 @@ from __future__ import annotations
 import heapq
 import inspect
 import random
+import sys
 import json
 import uuid as _uuid
 from dataclasses import dataclass, field
@@ -171,7 +172,7 @@ class Engine:
         self.durability = durability
         self.clock = clock if clock is not None else VirtualClock()
         self.store = Store(self.path)
-        self._workflows = dict(_REGISTRY)
+        self._workflows: dict[str, Callable] = {}
         for fn in workflows:
             self._register(fn)
         self._runs: dict[str, RunState] = {}
@@ -282,6 +283,7 @@ class Engine:
         for state in self._runs.values():
             self._flush(state)
         self._flush_telemetry()
+        self.store.save_clock(self.clock.now())
         self.store.close()
         self._closed = True
 
@@ -304,6 +306,20 @@ class Engine:
         name = workflow_name(fn)
         self._workflows[name] = _REGISTRY[name] = fn
 
+    def _resolve(self, name: str) -> Callable | None:
+        """The function for a recorded workflow name: one given to this engine, else the
+        current definition in an already-imported module (a notebook cell redefined since
+        counts), else one another engine in this process started. Never imports anything."""
+        fn = self._workflows.get(name)
+        if fn is None:
+            module, _, qualname = name.partition(":")
+            fn = sys.modules.get(module)
+            for part in qualname.split("."):
+                fn = getattr(fn, part, None)
+            if not callable(fn) or workflow_name(fn) != name:
+                fn = _REGISTRY.get(name)
+        return fn
+
     def _plan(self, faults) -> FaultPlan | None:
         if faults is None or isinstance(faults, FaultPlan):
             return faults
@@ -319,7 +335,7 @@ class Engine:
                 f"a fresh one.", run_id=run_id)
         state = RunState(run_id, workflow, input_json, seed,
                          plan.to_json() if plan else None, parent, "running", None, None,
-                         self.clock.now(), None, fn=self._workflows.get(workflow), faults=plan)
+                         self.clock.now(), None, fn=self._resolve(workflow), faults=plan)
         self.store.insert("runs", state.row())
         self._runs[run_id] = state
         self._schedule(state, self.clock.now(), "wake", "start")
@@ -366,7 +382,7 @@ class Engine:
          error_json, started_at, ended_at) = row
         return RunState(run_id, workflow, input_json, seed, faults_json, parent, status,
                         result_json, error_from_json(json.loads(error_json)) if error_json else None,
-                        started_at, ended_at, fn=self._workflows.get(workflow),
+                        started_at, ended_at, fn=self._resolve(workflow),
                         faults=FaultPlan.from_json(faults_json) if faults_json else None)
 
     def _state(self, run_id: str) -> RunState:

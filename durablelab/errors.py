@@ -206,6 +206,17 @@ def _side(event: dict | None, fallback: str) -> tuple[str, str, str]:
     return (event["kind"], event["name"], event.get("digest") or "-")
 
 
+def _with_source(call_site: str | None) -> str | None:
+    """'file:line' followed by that line of code, when the source can be found (notebook
+    cells included), so the reader sees the call, not only a temporary file name."""
+    if not call_site:
+        return call_site
+    import linecache
+    filename, _, line = call_site.rpartition(":")
+    code = linecache.getline(filename, int(line)).strip() if line.isdigit() else ""
+    return f"{call_site}\n             {code}" if code else call_site
+
+
 def non_determinism(run_id, workflow, position, recorded, requested, call_site, reason,
                     remaining=None) -> NonDeterminismError:
     what, hint = _DIVERGENCE[reason]
@@ -219,7 +230,7 @@ def non_determinism(run_id, workflow, position, recorded, requested, call_site, 
     message = (
         f"Non-determinism in run {run_id!r} (workflow {workflow}) at history position "
         f"{position}: {what}{extra}.\n{table}\n"
-        f"  asked at:  {call_site or 'the end of the workflow function'}\n"
+        f"  asked at:  {_with_source(call_site) or 'the end of the workflow function'}\n"
         f"Nothing was recorded: the run is now 'diverged' and its history is unchanged; an "
         f"engine with fixed code replays it again and carries on.\n"
         f"Likely fix: {hint}\n{_LESSON}")

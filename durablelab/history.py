@@ -87,6 +87,23 @@ EVENT_COLUMNS = ("position", "kind", "name", "digest", "ok", "value", "recorded_
                  "attempt", "started_at", "outcome", "error_class", "error")
 
 
+def same_json(value: Any, recorded: Any) -> bool:
+    """Whether `value` has the same JSON as `recorded` (a JSON-loaded structure): like ==,
+    except that 1, 1.0 and True differ, as their JSON does. A False here is only a reason to
+    compare digests, so it may be conservative; a True must be exact."""
+    kind = type(value)
+    if kind is tuple:
+        kind = list
+    if kind is not type(recorded):
+        return False
+    if kind is list:
+        return len(value) == len(recorded) and all(map(same_json, value, recorded))
+    if kind is dict:
+        return value.keys() == recorded.keys() and all(
+            same_json(v, recorded[k]) for k, v in value.items())
+    return value == recorded
+
+
 def site(frame) -> str | None:
     """'file:line' of a frame (the workflow line that made a ctx call), or None."""
     if frame is None or isinstance(frame, str):
@@ -139,8 +156,7 @@ class Cursor:
                 canonical(args, kwargs, f"ctx.{kind}({name!r})", site(call_site)))
             raise self.diverged(event, kind, name, requested, call_site, "different_call")
         if args is not None and event.digest is not None:
-            shaped = [list(args), kwargs]
-            if event.matched_args is None or event.matched_args != shaped:
+            if event.matched_args is None or not same_json([args, kwargs], event.matched_args):
                 text = canonical(args, kwargs, f"ctx.{kind}({name!r})", site(call_site))
                 requested = digest_of(text)
                 if requested != event.digest:

@@ -52,16 +52,21 @@ class Run:
         history = pd.DataFrame(
             [(e.position, e.kind, e.name, e.ok, e.loads(), e.digest, e.recorded_at, e.attempt,
               e.outcome, e.error_class) for e in state.history], columns=HISTORY_COLUMNS)
-        rows = [row[1:] for rows in state.attempts.values() for row in rows]
+        # The third item orders rows that share a start: a crash before or during an
+        # attempt comes before the attempt that replaced it; one after its record, after.
+        rows = [(*row[1:], 1) for rows in state.attempts.values() for row in rows]
         rows += [(e.position, e.name, e.attempt, e.started_at, e.recorded_at, e.outcome,
-                  e.error_class, e.error, None) for e in state.history if e.kind == "activity"]
+                  e.error_class, e.error, None, 1) for e in state.history if e.kind == "activity"]
         names = {e.position: e.name for e in state.history}
         rows += [(f[4], names.get(f[4], "?"), f[5], f[6], f[6], "crashed", None,
-                  f"worker crashed at {f[3]}", None)
+                  f"worker crashed at {f[3]}", None, 2 if f[3] == "after_record" else 0)
                  for f in state.fault_rows if f[2] == "Crash"]
-        attempts = pd.DataFrame(rows, columns=ATTEMPT_COLUMNS)
-        attempts = attempts.sort_values(["position", "started_at", "attempt"],
-                                        kind="stable").reset_index(drop=True)
+        attempts = pd.DataFrame(rows, columns=[*ATTEMPT_COLUMNS, "order"])
+        attempts = (attempts.sort_values(["position", "started_at", "order", "attempt"],
+                                         kind="stable")
+                    .drop(columns="order").reset_index(drop=True)
+                    .astype({"attempt": "Int64"}))
+        history = history.astype({"attempt": "Int64"})
         wakeups = pd.DataFrame([row[1:] for row in state.wakeups], columns=WAKEUP_COLUMNS)
         return cls(
             run_id=state.run_id, workflow=state.workflow, status=state.status,

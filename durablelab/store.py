@@ -260,13 +260,18 @@ class Store:
                                     f"WHERE run_id IN ({runs}) ORDER BY {order[table]}", params)
         return out
 
+    def save_clock(self, instant: float) -> None:
+        """Remember the engine's clock, so an engine opened later does not start earlier."""
+        self.con.execute("INSERT OR REPLACE INTO meta VALUES ('clock', ?)", [repr(float(instant))])
+
     def latest_instant(self) -> float | None:
         """The latest time recorded anywhere in the store, so a new clock never runs back."""
         row = self.fetch(
             "SELECT max(t) FROM (SELECT max(greatest(started_at, coalesce(ended_at, started_at))) "
             "AS t FROM runs UNION ALL SELECT max(recorded_at) FROM events UNION ALL "
             "SELECT max(ended_at) FROM attempts UNION ALL SELECT max(arrived_at) FROM signals "
-            "UNION ALL SELECT max(fired_at) FROM faults UNION ALL SELECT max(crashed_at) FROM crashes)")
+            "UNION ALL SELECT max(fired_at) FROM faults UNION ALL SELECT max(crashed_at) FROM crashes "
+            "UNION ALL SELECT max(CAST(value AS DOUBLE)) FROM meta WHERE key = 'clock')")
         return row[0][0]
 
     def close(self) -> None:

@@ -128,3 +128,30 @@ def test_clean_close_commits_unfinished_runs_in_exit_mode(db_path):
 def test_unknown_durability_is_rejected():
     with pytest.raises(ValueError, match="durability='fast'"):
         dl.Engine(durability="fast")
+
+
+def test_reopened_engine_clock_does_not_run_backwards(db_path):
+    engine = dl.Engine(db_path)
+    engine.advance(3600)          # nothing recorded, but time passed
+    engine.close()
+    reopened = dl.Engine(db_path)
+    assert reopened.clock.now() == 3600.0
+    reopened.close()
+
+
+def test_new_engine_resumes_with_the_current_definition(db_path):
+    import types, sys
+    module = types.ModuleType("redefined_flows")
+    sys.modules["redefined_flows"] = module
+    exec("def flow(ctx, _):\n    ctx.wait_signal('go')\n    return 'old'\n", module.__dict__)
+    engine = dl.Engine(db_path)
+    run_id = engine.start(module.flow, None)
+    engine.run_until_idle()
+    engine.close()
+    exec("def flow(ctx, _):\n    ctx.wait_signal('go')\n    return 'new'\n", module.__dict__)
+    reopened = dl.Engine(db_path)             # no workflows=: found as redefined_flows:flow
+    reopened.signal(run_id, "go")
+    reopened.run_until_idle()
+    assert reopened.run(run_id).result == "new"
+    reopened.close()
+    del sys.modules["redefined_flows"]

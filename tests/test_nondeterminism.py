@@ -68,6 +68,7 @@ def test_inserted_step_diverges_with_both_sides_named(engine):
     assert text.startswith("Non-determinism in run 'r-1'")
     assert "recorded:" in text and "requested:" in text and "ctx.patched" in text
     assert "Nothing was recorded" in text
+    assert 'ctx.activity("audit", audit)' in text          # the line of code, not only file:line
     assert history_rows(engine) == before          # nothing recorded, nothing altered
     assert executions.count("audit") == 0          # the new step did not run
 
@@ -192,3 +193,27 @@ def test_nondeterminism_error_round_trips_through_the_store(db_path):
         live.position, live.recorded, live.requested, live.reason)
     assert str(copy) == str(live)
     engine.close()
+
+
+@pytest.mark.parametrize("recorded, requested", [(1, 1.0), (1, True), (0, False), ("1", 1),
+                                                  ({"a": 1}, {"a": 1.0}), ([1, 2], [2, 1])])
+def test_arguments_equal_in_python_but_not_in_json_diverge(engine, recorded, requested):
+    """1 == 1.0 == True in Python, but history holds JSON: a warm replay must catch the
+    change exactly as a cold one (comparing digests) does."""
+    args = {"value": recorded}
+    def wf(ctx, _):
+        ctx.activity("call", lambda v: v, args["value"])
+        ctx.sleep(10)
+    run_id = engine.start(wf, None)
+    engine.advance(1)
+    args["value"] = requested
+    engine.advance(20)            # warm: the same worker replays from memory
+    run = engine.run(run_id)
+    assert run.status == "diverged" and run.error.reason == "different_arguments"
+
+
+def test_same_json_is_exact():
+    from durablelab.history import same_json
+    assert same_json([("a", 1), {"k": [1.5, None]}], [["a", 1], {"k": [1.5, None]}])
+    assert not same_json([1], [1.0]) and not same_json([True], [1])
+    assert not same_json({"a": 1}, {"a": 1, "b": 2})

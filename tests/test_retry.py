@@ -21,10 +21,10 @@ def failing(times, error_factory):
     return fn
 
 
-def run_one(engine, fn, policy, seed=0, **activity_kwargs):
+def run_one(engine, fn, policy, seed=0, run_id=None, **activity_kwargs):
     def wf(ctx, _):
         return ctx.activity("call", fn, policy=policy, **activity_kwargs)
-    run_id = engine.start(wf, None, seed=seed)
+    run_id = engine.start(wf, None, seed=seed, run_id=run_id)
     engine.run_until_idle()
     return engine.run(run_id)
 
@@ -62,10 +62,11 @@ def test_full_jitter_spreads_delays_and_is_seeded():
     def first_delays():
         with dl.Engine() as engine:
             runs = [run_one(engine, failing(1, lambda: ConnectionError("reset")),
-                            dl.RetryPolicy(initial=10.0), seed=seed) for seed in range(60)]
+                            dl.RetryPolicy(initial=10.0), seed=seed, run_id=f"r{seed}")
+                    for seed in range(60)]
             return [run.attempts["delay"][0] for run in runs]
     first = first_delays()
-    assert first == first_delays()                              # same seed, same delay
+    assert first == first_delays()                  # same seed and run id, same delay
     assert len(set(first)) == 60                                # spread, not lockstep
     assert 3.0 < sum(first) / len(first) < 7.0                  # mean of U(0, 10) is 5
 
@@ -244,3 +245,11 @@ def test_classify_keeps_durablelab_errors():
 def test_bad_policy_is_rejected_by_name(kwargs, field):
     with pytest.raises(ValueError, match=field):
         dl.RetryPolicy(**kwargs)
+
+
+def test_runs_sharing_a_seed_still_jitter_apart(engine):
+    """Many runs started with the default seed must not retry in lockstep."""
+    delays = {run_one(engine, failing(1, lambda: ConnectionError("reset")),
+                      dl.RetryPolicy(initial=10.0), seed=0).attempts["delay"][0]
+              for _ in range(20)}
+    assert len(delays) == 20
