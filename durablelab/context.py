@@ -21,6 +21,9 @@ from .errors import ActivityFailed, NonDeterminismError, error_from_json
 from .retry import RetryPolicy
 
 
+DEFAULT_POLICY = RetryPolicy()
+
+
 class Suspend(BaseException):
     """Unwinds workflow code when the run must wait. A BaseException, so workflow code's
     ``except Exception`` cannot swallow it."""
@@ -103,7 +106,7 @@ class Context:
                 return event.loads()
             raise error_from_json(event.loads())
         request = {"name": name, "fn": fn, "args": args, "kwargs": kwargs,
-                   "policy": policy or RetryPolicy(), "start_to_close": start_to_close,
+                   "policy": policy or DEFAULT_POLICY, "start_to_close": start_to_close,
                    "schedule_to_close": schedule_to_close, "site": frame}
         return self._engine._execute_activity(self._state, self._cursor, request)
 

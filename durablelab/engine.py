@@ -563,7 +563,7 @@ class Engine:
         """Record a non-activity event (now, random, uuid, a wait's start or end, a marker)."""
         digest, matched = None, None
         if args is not None:
-            text = h.canonical(args, {}, f"ctx.{kind}", state.run_id)
+            text = h.canonical(args, {}, f"ctx.{kind}", state.run_id, name)
             digest, matched = h.digest_of(text), json.loads(text)
         event = h.Event(cursor.position + 1, kind, name, digest, True, value_json,
                         self.clock.now())
@@ -580,7 +580,7 @@ class Engine:
         """Run one attempt of a new activity, then finish it (or leave it in flight)."""
         name, policy, site = req["name"], req["policy"], req["site"]
         position = cursor.position + 1
-        text = h.canonical(req["args"], req["kwargs"], f"ctx.activity({name!r})", h.site(site))
+        text = h.canonical(req["args"], req["kwargs"], "ctx.activity", site, name)
         now = self.clock.now()
         previous = state.attempts.get(position, [])
         if previous:
@@ -653,8 +653,7 @@ class Engine:
                 error.cause_class = error.error_class
             return None, error
         try:
-            return json.dumps(result, separators=(",", ":"), ensure_ascii=False,
-                              allow_nan=False), None
+            return h.compact(result), None
         except (TypeError, ValueError) as exc:
             return None, NonRetryable(
                 f"the result of activity {name!r} at position {position} is not "

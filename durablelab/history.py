@@ -25,10 +25,21 @@ SLEEP, TIMER_FIRED = "sleep", "timer_fired"
 WAIT_SIGNAL, SIGNAL_RECEIVED, SIGNAL_TIMEOUT = "wait_signal", "signal_received", "signal_timeout"
 
 
+# Built once: json.dumps with non-default options would build an encoder on every call.
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+_CANONICAL = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False,
+                              sort_keys=True)
+
+
+def compact(value: Any) -> str:
+    """Compact JSON text of `value`; raises TypeError or ValueError if it is not JSON."""
+    return _COMPACT.encode(value)
+
+
 def to_json(value: Any, what: str, where: str) -> str:
     """Compact JSON text of `value`, or a SerializationError naming what and where."""
     try:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        return _COMPACT.encode(value)
     except (TypeError, ValueError) as exc:
         raise SerializationError(
             f"{what} is not JSON-serialisable ({exc}) at {where}. History holds JSON only: "
@@ -37,17 +48,19 @@ def to_json(value: Any, what: str, where: str) -> str:
             what=what, where=where) from None
 
 
-def canonical(args: tuple, kwargs: dict, what: str, where: str) -> str:
-    """Canonical JSON of a call's arguments: sorted keys, so equal inputs give equal text."""
+def canonical(args: tuple, kwargs: dict, call: str, where, name: str | None = None) -> str:
+    """Canonical JSON of a call's arguments: sorted keys, so equal inputs give equal text.
+    The error's words (`call`, `name`, `where`: a frame or text) are put together only if
+    the arguments are not JSON, so the common path pays nothing for them."""
     try:
-        return json.dumps([list(args), kwargs], sort_keys=True, separators=(",", ":"),
-                          ensure_ascii=False, allow_nan=False)
+        return _CANONICAL.encode([list(args), kwargs])
     except (TypeError, ValueError) as exc:
+        what = call if name is None else f"{call}({name!r})"
         raise SerializationError(
-            f"{what} has an argument that is not JSON-serialisable ({exc}) at {where}. "
+            f"{what} has an argument that is not JSON-serialisable ({exc}) at {site(where)}. "
             f"Activity arguments are digested as JSON so replay can check them; pass plain "
             f"data, or pass an id and load the object inside the activity.",
-            what=what, where=where) from None
+            what=what, where=site(where)) from None
 
 
 def digest_of(text: str) -> str:
@@ -153,11 +166,11 @@ class Cursor:
         kwargs = kwargs or {}
         if event.kind != kind or event.name != name:
             requested = None if args is None else digest_of(
-                canonical(args, kwargs, f"ctx.{kind}({name!r})", site(call_site)))
+                canonical(args, kwargs, f"ctx.{kind}", call_site, name))
             raise self.diverged(event, kind, name, requested, call_site, "different_call")
         if args is not None and event.digest is not None:
             if event.matched_args is None or not same_json([args, kwargs], event.matched_args):
-                text = canonical(args, kwargs, f"ctx.{kind}({name!r})", site(call_site))
+                text = canonical(args, kwargs, f"ctx.{kind}", call_site, name)
                 requested = digest_of(text)
                 if requested != event.digest:
                     raise self.diverged(event, kind, name, requested, call_site,

@@ -183,6 +183,14 @@ class Store:
                          "crashes": CRASH_COLS, "wakeups": WAKEUP_COLS}
 
     def _ensure_schema(self) -> None:
+        # The common case, an existing store of this version, costs one query: every change
+        # to the DDL bumps SCHEMA_VERSION, so a matching version means the schema is there.
+        try:
+            row = self.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
+        except duckdb.CatalogException:
+            row = None
+        if row and row[0][0] == str(SCHEMA_VERSION):
+            return
         tables = {r[0] for r in self.con.execute(
             "SELECT table_name FROM information_schema.tables").fetchall()}
         if tables and "meta" not in tables:
@@ -191,17 +199,14 @@ class Store:
                 f"{sorted(tables)[:5]} and no 'meta'). Give the Engine a new path.",
                 path=self.path, found=None, expected=SCHEMA_VERSION)
         if "meta" in tables:
-            row = self.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
             found = int(row[0][0]) if row else None
-            if found != SCHEMA_VERSION:
-                raise StoreFormatError(
-                    f"{self.path} holds durablelab schema version {found}; this durablelab "
-                    f"reads version {SCHEMA_VERSION}. Open it with the version that wrote it, "
-                    f"or export its runs there and load them here.",
-                    path=self.path, found=found, expected=SCHEMA_VERSION)
+            raise StoreFormatError(
+                f"{self.path} holds durablelab schema version {found}; this durablelab "
+                f"reads version {SCHEMA_VERSION}. Open it with the version that wrote it, "
+                f"or export its runs there and load them here.",
+                path=self.path, found=found, expected=SCHEMA_VERSION)
         self.con.execute(DDL)
-        self.con.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)",
-                         [str(SCHEMA_VERSION)])
+        self.con.execute("INSERT INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
 
     # --- writing -----------------------------------------------------------------------
     def insert(self, table: str, row: tuple) -> None:
@@ -216,17 +221,23 @@ class Store:
             return self.insert(work[0][0], work[0][1][0])  # the sync fast path: one statement
         if not work and not ends:
             return None
+        if not work and len(ends) == 1:
+            return self.end(ends[0])
         self.con.execute("BEGIN")
         try:
             for table, table_rows in work:
                 self._bulk(table, table_rows)
             for end in ends:
-                self.con.execute("UPDATE runs SET status = ?, result = ?, error = ?, "
-                                 "ended_at = ? WHERE run_id = ?", end)
+                self.end(end)
             self.con.execute("COMMIT")
         except BaseException:
             self.con.execute("ROLLBACK")
             raise
+
+    def end(self, end: tuple) -> None:
+        """Mark a run ended: (status, result, error, ended_at, run_id)."""
+        self.con.execute("UPDATE runs SET status = ?, result = ?, error = ?, ended_at = ? "
+                         "WHERE run_id = ?", end)
 
     def _bulk(self, table: str, rows: list[tuple]) -> None:
         if len(rows) == 1:
