@@ -129,11 +129,12 @@ class Context:
 
     def _value(self, kind: str, make: Callable[[int], Any]) -> Any:
         self._check()
-        event = self._expect(kind, kind, sys._getframe(2), None, None)
+        frame = sys._getframe(2)
+        event = self._expect(kind, kind, frame, None, None)
         if event is not None:
             return event.loads()
         value = make(self._cursor.position + 1)
-        self._record(kind, kind, None, json.dumps(value))
+        self._record(kind, kind, None, json.dumps(value), frame)
         return value
 
     # --- waiting -------------------------------------------------------------------------
@@ -147,13 +148,13 @@ class Context:
         if start is None:
             deadline = self._engine.clock.now() + seconds
             self._record(h.SLEEP, "sleep", (seconds,), json.dumps({"seconds": seconds,
-                                                                    "deadline": deadline}))
+                                                                    "deadline": deadline}), frame)
         else:
             deadline = start.loads()["deadline"]
         if self._take_end((h.TIMER_FIRED,), "sleep") is not None:
             return None
         if self._engine.clock.now() >= deadline:
-            self._record(h.TIMER_FIRED, "sleep", None, None)
+            self._record(h.TIMER_FIRED, "sleep", None, None, frame)
             return None
         raise Suspend(deadline, "timer", name="sleep", position=self._cursor.position)
 
@@ -181,7 +182,7 @@ class Context:
         if start is None:
             if timeout is not None:
                 deadline = self._engine.clock.now() + timeout
-            self._record(h.WAIT_SIGNAL, name, asked, json.dumps({"deadline": deadline}))
+            self._record(h.WAIT_SIGNAL, name, asked, json.dumps({"deadline": deadline}), frame)
         else:
             deadline = start.loads()["deadline"]
         k = self._received.get(name, 0)
@@ -191,9 +192,9 @@ class Context:
             if arrived is not None:
                 end = self._record(h.SIGNAL_RECEIVED, name, None, json.dumps(
                     {"value": arrived.value(), "signal_id": arrived.signal_id,
-                     "seq": arrived.seq}))
+                     "seq": arrived.seq}), frame)
             elif deadline is not None and self._engine.clock.now() >= deadline:
-                end = self._record(h.SIGNAL_TIMEOUT, name, None, None)
+                end = self._record(h.SIGNAL_TIMEOUT, name, None, None, frame)
             else:
                 raise Suspend(deadline, "signal", waiting_on=name, name=name,
                               position=self._cursor.position)
@@ -216,7 +217,7 @@ class Context:
             return self._patches[change_id]
         event = self._cursor.peek()
         if event is None:
-            self._record(h.PATCHED, change_id, None, None)
+            self._record(h.PATCHED, change_id, None, None, sys._getframe(1))
             answer = True
         else:
             answer = event.kind == h.PATCHED and event.name == change_id
@@ -274,9 +275,9 @@ class Context:
             raise self.diverged
         return self._cursor.take()
 
-    def _record(self, kind, name, args, value_json):
+    def _record(self, kind, name, args, value_json, frame):
         return self._engine._record_event(self._state, self._cursor, kind, name, args,
-                                          value_json)
+                                          value_json, h.site(frame))
 
 
 class Saga:

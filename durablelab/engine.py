@@ -556,17 +556,17 @@ class Engine:
         self._write(state, "events", (state.run_id, event.position, event.kind, event.name,
                                       event.digest, event.ok, event.value, event.recorded_at,
                                       event.attempt, event.started_at, event.outcome,
-                                      event.error_class, event.error))
+                                      event.error_class, event.error, event.call_site))
         return event
 
-    def _record_event(self, state, cursor, kind, name, args, value_json) -> h.Event:
+    def _record_event(self, state, cursor, kind, name, args, value_json, call_site) -> h.Event:
         """Record a non-activity event (now, random, uuid, a wait's start or end, a marker)."""
         digest, matched = None, None
         if args is not None:
             text = h.canonical(args, {}, f"ctx.{kind}", state.run_id, name)
             digest, matched = h.digest_of(text), json.loads(text)
         event = h.Event(cursor.position + 1, kind, name, digest, True, value_json,
-                        self.clock.now())
+                        self.clock.now(), call_site=call_site)
         event.matched_args = matched
         return self._append(state, cursor, event)
 
@@ -621,7 +621,7 @@ class Engine:
                    "started_at": now, "ended_at": ended, "error": error,
                    "value_json": value_json, "digest": h.digest_of(text), "text": text,
                    "first_started_at": previous[0][4] if previous else now,
-                   "schedule_to_close": req["schedule_to_close"]}
+                   "schedule_to_close": req["schedule_to_close"], "call_site": h.site(site)}
         if ended > now:
             if not self.clock.virtual:
                 self.clock.sleep_until(ended)
@@ -666,7 +666,8 @@ class Engine:
         error, name, position, attempt = o["error"], o["name"], o["position"], o["attempt"]
         if error is None:
             event = h.Event(position, h.ACTIVITY, name, o["digest"], True, o["value_json"],
-                            o["ended_at"], attempt, o["started_at"], "ok")
+                            o["ended_at"], attempt, o["started_at"], "ok",
+                            call_site=o["call_site"])
             event.matched_args = json.loads(o["text"])
             self._append(state, cursor, event)
             self._maybe_crash(state, "after_record", name, position, attempt)
@@ -696,7 +697,8 @@ class Engine:
         failed = activity_failed(state.run_id, name, position, attempt, error)
         event = h.Event(position, h.ACTIVITY, name, o["digest"], False,
                         json.dumps(failed.to_json()), o["ended_at"], attempt, o["started_at"],
-                        _outcome(error), error.error_class, error.message)
+                        _outcome(error), error.error_class, error.message,
+                        call_site=o["call_site"])
         event.matched_args = json.loads(o["text"])
         self._append(state, cursor, event)
         self._maybe_crash(state, "after_record", name, position, attempt)

@@ -85,6 +85,7 @@ class Event:
     outcome: str | None = None
     error_class: str | None = None
     error: str | None = None
+    call_site: str | None = None   # "file:line" of the ctx call that recorded it
     # The arguments last seen to match this event (JSON-shaped), so replay can compare
     # cheaply before it pays for a digest. Never stored.
     matched_args: Any = field(default=None, repr=False, compare=False)
@@ -94,10 +95,6 @@ class Event:
 
     def describe(self) -> dict:
         return {"kind": self.kind, "name": self.name, "digest": self.digest}
-
-
-EVENT_COLUMNS = ("position", "kind", "name", "digest", "ok", "value", "recorded_at",
-                 "attempt", "started_at", "outcome", "error_class", "error")
 
 
 def same_json(value: Any, recorded: Any) -> bool:

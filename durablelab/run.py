@@ -3,7 +3,7 @@
 Views read what the engine or the store holds; they never change it. Frames:
 
 - `history`: one row per event: position, kind, name, ok, value (decoded JSON), digest,
-  recorded_at, attempt, outcome, error_class.
+  recorded_at, attempt, outcome, error_class, call_site ('file:line' of the ctx call).
 - `attempts`: one row per activity attempt: position, activity, attempt, started_at,
   ended_at, outcome (ok, transient, rate_limited, timeout, non_retryable, malformed,
   crashed), error_class, error, delay (the backoff chosen before the next attempt).
@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 
 HISTORY_COLUMNS = ["position", "kind", "name", "ok", "value", "digest", "recorded_at",
-                   "attempt", "outcome", "error_class"]
+                   "attempt", "outcome", "error_class", "call_site"]
 ATTEMPT_COLUMNS = ["position", "activity", "attempt", "started_at", "ended_at", "outcome",
                    "error_class", "error", "delay"]
 WAKEUP_COLUMNS = ["woke_at", "reason", "replayed", "recorded"]
@@ -51,7 +51,8 @@ class Run:
     def from_state(cls, state, crash_rows: list[tuple]) -> "Run":
         history = pd.DataFrame(
             [(e.position, e.kind, e.name, e.ok, e.loads(), e.digest, e.recorded_at, e.attempt,
-              e.outcome, e.error_class) for e in state.history], columns=HISTORY_COLUMNS)
+              e.outcome, e.error_class, e.call_site) for e in state.history],
+            columns=HISTORY_COLUMNS)
         # The third item orders rows that share a start: a crash before or during an
         # attempt comes before the attempt that replaced it; one after its record, after.
         rows = [(*row[1:], 1) for rows in state.attempts.values() for row in rows]

@@ -61,6 +61,7 @@ CREATE TABLE IF NOT EXISTS events (
     outcome     VARCHAR,
     error_class VARCHAR,
     error       VARCHAR,
+    call_site   VARCHAR,              -- 'file:line' of the ctx call that recorded it
     PRIMARY KEY (run_id, position)
 );
 -- Attempts that did not end their activity (they failed and a retry was scheduled).
@@ -139,7 +140,7 @@ WHERE r.status = 'running'
 """
 
 EVENT_COLS = ("run_id", "position", "kind", "name", "digest", "ok", "value", "recorded_at",
-              "attempt", "started_at", "outcome", "error_class", "error")
+              "attempt", "started_at", "outcome", "error_class", "error", "call_site")
 ATTEMPT_COLS = ("run_id", "position", "activity", "attempt", "started_at", "ended_at",
                 "outcome", "error_class", "error", "delay")
 RUN_COLS = ("run_id", "workflow", "input", "seed", "faults", "parent_run_id", "status",
