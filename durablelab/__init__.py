@@ -16,7 +16,7 @@ a replay, not a repeated side effect.
     engine.run(run_id).result          # 'hello ada'
 """
 
-from . import faults
+from . import faults, viz
 from .clock import VirtualClock, WallClock
 from .context import Context, Saga
 from .engine import Engine
@@ -37,5 +37,5 @@ __all__ = [
     "ActivityFailed", "NonDeterminismError", "WorkflowError", "DurableLabError",
     "SerializationError", "RunNotFoundError", "RunFinishedError", "DuplicateRunError",
     "StoreLockedError", "StoreFormatError",
-    "FaultPlan", "faults",
+    "FaultPlan", "faults", "viz",
 ]

@@ -689,7 +689,7 @@ class Engine:
                 retry = False
         if retry:
             row = (state.run_id, position, name, attempt, o["started_at"], o["ended_at"],
-                   _outcome(error), error.error_class, error.message, delay)
+                   _outcome(error), error.error_class, error.message, delay, policy.max_attempts)
             state.attempts.setdefault(position, []).append(row)
             self._write(state, "attempts", row)
             raise Suspend(o["ended_at"] + delay, "retry", name=name, position=position,

@@ -6,7 +6,8 @@ Views read what the engine or the store holds; they never change it. Frames:
   recorded_at, attempt, outcome, error_class, call_site ('file:line' of the ctx call).
 - `attempts`: one row per activity attempt: position, activity, attempt, started_at,
   ended_at, outcome (ok, transient, rate_limited, timeout, non_retryable, malformed,
-  crashed), error_class, error, delay (the backoff chosen before the next attempt).
+  crashed), error_class, error, delay (the backoff chosen before the next attempt),
+  max_attempts (the policy's, on attempts that were retried).
 - `wakeups`: one row per time the code ran from the top: woke_at, reason, replayed, recorded.
 - `crashes`: worker deaths during the run's life: crashed_at, run_id (whose fault it was), position,
   point, cause.
@@ -23,7 +24,7 @@ import pandas as pd
 HISTORY_COLUMNS = ["position", "kind", "name", "ok", "value", "digest", "recorded_at",
                    "attempt", "outcome", "error_class", "call_site"]
 ATTEMPT_COLUMNS = ["position", "activity", "attempt", "started_at", "ended_at", "outcome",
-                   "error_class", "error", "delay"]
+                   "error_class", "error", "delay", "max_attempts"]
 WAKEUP_COLUMNS = ["woke_at", "reason", "replayed", "recorded"]
 CRASH_COLUMNS = ["crashed_at", "run_id", "position", "point", "cause"]
 
@@ -46,6 +47,20 @@ class Run:
     attempts: pd.DataFrame
     wakeups: pd.DataFrame
     crashes: pd.DataFrame
+    #: where the run was recorded: "durablelab", or "temporal" for an imported history.
+    source: str = "durablelab"
+    #: caveats a view must show rather than guess around (e.g. what a source does not record).
+    notes: tuple = ()
+
+    def timeline(self, **options):
+        """A matplotlib Figure of this run over virtual time: attempts by outcome, backoffs,
+        timers and signal waits, crashes and wake-ups. See `durablelab.viz.timeline`."""
+        from .viz import timeline
+        return timeline([self], **options)
+
+    def _repr_html_(self) -> str:
+        from .viz import run_html
+        return run_html(self)
 
     @classmethod
     def from_state(cls, state, crash_rows: list[tuple]) -> "Run":
@@ -57,16 +72,17 @@ class Run:
         # attempt comes before the attempt that replaced it; one after its record, after.
         rows = [(*row[1:], 1) for rows in state.attempts.values() for row in rows]
         rows += [(e.position, e.name, e.attempt, e.started_at, e.recorded_at, e.outcome,
-                  e.error_class, e.error, None, 1) for e in state.history if e.kind == "activity"]
+                  e.error_class, e.error, None, None, 1)
+                 for e in state.history if e.kind == "activity"]
         names = {e.position: e.name for e in state.history}
         rows += [(f[4], names.get(f[4], "?"), f[5], f[6], f[6], "crashed", None,
-                  f"worker crashed at {f[3]}", None, 2 if f[3] == "after_record" else 0)
+                  f"worker crashed at {f[3]}", None, None, 2 if f[3] == "after_record" else 0)
                  for f in state.fault_rows if f[2] == "Crash"]
         attempts = pd.DataFrame(rows, columns=[*ATTEMPT_COLUMNS, "order"])
         attempts = (attempts.sort_values(["position", "started_at", "order", "attempt"],
                                          kind="stable")
                     .drop(columns="order").reset_index(drop=True)
-                    .astype({"attempt": "Int64"}))
+                    .astype({"attempt": "Int64", "max_attempts": "Int64"}))
         history = history.astype({"attempt": "Int64"})
         wakeups = pd.DataFrame([row[1:] for row in state.wakeups], columns=WAKEUP_COLUMNS)
         return cls(

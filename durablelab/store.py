@@ -76,7 +76,8 @@ CREATE TABLE IF NOT EXISTS attempts (
     outcome     VARCHAR NOT NULL,
     error_class VARCHAR,
     error       VARCHAR,
-    delay       DOUBLE
+    delay       DOUBLE,
+    max_attempts INTEGER              -- the policy's, so a view can say "attempt 2 of 6"
 );
 -- The signal inbox. A signal is committed the moment it arrives; a wait consumes the k-th
 -- distinct signal of its name. A repeated signal_id is not stored again.
@@ -142,7 +143,7 @@ WHERE r.status = 'running'
 EVENT_COLS = ("run_id", "position", "kind", "name", "digest", "ok", "value", "recorded_at",
               "attempt", "started_at", "outcome", "error_class", "error", "call_site")
 ATTEMPT_COLS = ("run_id", "position", "activity", "attempt", "started_at", "ended_at",
-                "outcome", "error_class", "error", "delay")
+                "outcome", "error_class", "error", "delay", "max_attempts")
 RUN_COLS = ("run_id", "workflow", "input", "seed", "faults", "parent_run_id", "status",
             "result", "error", "started_at", "ended_at")
 SIGNAL_COLS = ("run_id", "seq", "name", "signal_id", "value", "arrived_at")

@@ -18,7 +18,7 @@ def test_public_names_are_pinned():
         "Transient", "RateLimited", "NonRetryable", "ModelOutputError",
         "ActivityFailed", "NonDeterminismError", "WorkflowError", "DurableLabError",
         "SerializationError", "RunNotFoundError", "RunFinishedError", "DuplicateRunError",
-        "StoreLockedError", "StoreFormatError", "FaultPlan", "faults"])
+        "StoreLockedError", "StoreFormatError", "FaultPlan", "faults", "viz"])
 
 
 def test_every_public_callable_has_a_docstring():

@@ -1,0 +1,34 @@
+"""Views: pictures and widgets of runs. Everything here reads `Run` objects only, so it
+works the same on a live engine's runs, on runs loaded from an export, and on histories
+imported from Temporal. matplotlib and ipywidgets are imported when a view is made, never
+by the engine."""
+
+
+def timeline(runs, **options):
+    """A matplotlib Figure of one or more runs side by side on a shared time axis."""
+    from .timeline import timeline as make
+    return make(runs, **options)
+
+
+def compare_plot(frame, **options):
+    """A matplotlib Figure comparing the metrics of `dl.compare(runs)`."""
+    from .timeline import compare_plot as make
+    return make(frame, **options)
+
+
+def run_html(run) -> str:
+    """The notebook display of a Run: status, result or error, attempts and wake-ups."""
+    from .html import run_html as make
+    return make(run)
+
+
+def __getattr__(name):
+    # ReplayExplorer(run): an ipywidgets view that steps through one wake-up's replay.
+    # Imported on first use, so `import durablelab` never imports ipywidgets.
+    if name == "ReplayExplorer":
+        from .explorer import ReplayExplorer
+        return ReplayExplorer
+    raise AttributeError(f"module 'durablelab.viz' has no attribute {name!r}")
+
+
+__all__ = ["timeline", "compare_plot", "run_html", "ReplayExplorer"]
