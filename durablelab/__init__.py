@@ -19,11 +19,13 @@ a replay, not a repeated side effect.
 from . import faults, viz
 from .clock import VirtualClock, WallClock
 from .context import Context, Saga
+from .breaker import CircuitBreaker
+from .budget import Budget
 from .engine import Engine
-from .errors import (ActivityFailed, DuplicateRunError, DurableLabError, ModelOutputError,
-                     NonDeterminismError, NonRetryable, RateLimited, RunFinishedError,
-                     RunNotFoundError, SerializationError, StoreFormatError, StoreLockedError,
-                     Transient, WorkflowError)
+from .errors import (ActivityFailed, BudgetExceeded, DuplicateRunError, DurableLabError,
+                     ModelOutputError, NonDeterminismError, NonRetryable, RateLimited,
+                     RunFinishedError, RunNotFoundError, RunTimedOut, SerializationError,
+                     StoreFormatError, StoreLockedError, Transient, WorkflowError)
 from .faults import FaultPlan
 from .retry import RetryPolicy, classify, next_delay
 from .run import Run
@@ -32,10 +34,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Engine", "Context", "Saga", "Run", "VirtualClock", "WallClock",
-    "RetryPolicy", "classify", "next_delay",
+    "RetryPolicy", "classify", "next_delay", "CircuitBreaker", "Budget",
     "Transient", "RateLimited", "NonRetryable", "ModelOutputError",
     "ActivityFailed", "NonDeterminismError", "WorkflowError", "DurableLabError",
     "SerializationError", "RunNotFoundError", "RunFinishedError", "DuplicateRunError",
-    "StoreLockedError", "StoreFormatError",
+    "StoreLockedError", "StoreFormatError", "BudgetExceeded", "RunTimedOut",
     "FaultPlan", "faults", "viz",
 ]

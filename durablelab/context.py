@@ -86,8 +86,9 @@ class Context:
             start_to_close: seconds one attempt may take before it counts as a time-out.
             schedule_to_close: seconds from the first attempt's start after which no further
                 attempt starts.
-            heartbeat: seconds between heartbeats a long activity promises (validated and
-                kept; heartbeat-loss detection comes with the timeouts work).
+            heartbeat: seconds between heartbeats a long activity promises. If its worker
+                dies mid-attempt, the loss is noticed when a heartbeat is missed (instead of
+                at start_to_close), and the attempt is retried from then.
 
         Returns the JSON round trip of `fn`'s result (a tuple comes back as a list, on the
         first execution too). Raises `ActivityFailed` when the activity fails for good.
@@ -107,7 +108,8 @@ class Context:
             raise error_from_json(event.loads())
         request = {"name": name, "fn": fn, "args": args, "kwargs": kwargs,
                    "policy": policy or DEFAULT_POLICY, "start_to_close": start_to_close,
-                   "schedule_to_close": schedule_to_close, "site": frame}
+                   "schedule_to_close": schedule_to_close, "heartbeat": heartbeat,
+                   "site": frame}
         return self._engine._execute_activity(self._state, self._cursor, request)
 
     # --- values that differ between executions ---------------------------------------------

@@ -26,14 +26,14 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from . import history as h
+from .activities import Activities, StopRun, WorkerCrash
+from .budget import Budget, Spend
 from .clock import VirtualClock
 from .context import Context, ContinueAsNew, Suspend
-from .errors import (ActivityFailed, DuplicateRunError, DurableLabError, ModelOutputError,
-                     NonDeterminismError, NonRetryable, RateLimited, RunFinishedError,
-                     RunNotFoundError, Transient, activity_failed, error_from_json,
+from .errors import (ActivityFailed, DuplicateRunError, DurableLabError, NonDeterminismError,
+                     RunFinishedError, RunNotFoundError, RunTimedOut, error_from_json,
                      workflow_error)
-from .faults import FAILURES, Crash, FaultPlan, Latency, draw
-from .retry import classify, next_delay
+from .faults import FaultPlan
 from .store import RUN_COLS, Store
 
 DURABILITY = ("sync", "batch", "exit")
@@ -42,10 +42,6 @@ FINAL = ("completed", "failed", "continued")
 #: Workflows seen by any engine in this process, by 'module:qualname', so a new engine on
 #: the same file (in the same notebook) can resume runs it did not start.
 _REGISTRY: dict[str, Callable] = {}
-
-
-class WorkerCrash(BaseException):
-    """The simulated worker died. A BaseException: workflow code must not survive it."""
 
 
 def workflow_name(fn: Callable) -> str:
@@ -76,6 +72,7 @@ class RunState:
     input_json: str
     seed: int
     faults_json: str | None
+    options_json: str | None
     parent_run_id: str | None
     status: str
     result_json: str | None
@@ -96,42 +93,19 @@ class RunState:
     inflight: dict | None = None
     pending: dict = field(default_factory=dict)           # uncommitted rows, by table
     pending_end: tuple | None = None
+    timeout: float | None = None  # the run's time-out, seconds from started_at
+    budget: Budget | None = None
+    spend: Spend = field(default_factory=Spend)
+
+    def __post_init__(self):
+        options = json.loads(self.options_json) if self.options_json else {}
+        self.timeout = options.get("timeout")
+        self.budget = Budget(**options["budget"]) if options.get("budget") else None
 
     def row(self) -> tuple:
         return (self.run_id, self.workflow, self.input_json, self.seed, self.faults_json,
-                self.parent_run_id, "running", None, None, self.started_at, None)
-
-
-def _outcome(error: DurableLabError) -> str:
-    if "Timeout" in (error.cause_class or ""):
-        return "timeout"
-    if isinstance(error, RateLimited):
-        return "rate_limited"
-    if isinstance(error, ModelOutputError):
-        return "malformed"
-    if isinstance(error, NonRetryable):
-        return "non_retryable"
-    return "transient"
-
-
-_ACCEPTS: dict[Callable, tuple[bool, bool]] = {}
-
-
-def _accepts(fn: Callable) -> tuple[bool, bool]:
-    """Whether fn takes idempotency_key= and feedback= (by name or through **kwargs)."""
-    found = _ACCEPTS.get(fn)
-    if found is None:
-        try:
-            params = inspect.signature(fn).parameters
-        except (TypeError, ValueError):
-            params = {}
-        var_kw = any(p.kind is p.VAR_KEYWORD for p in params.values())
-        found = (var_kw or "idempotency_key" in params, var_kw or "feedback" in params)
-        try:
-            _ACCEPTS[fn] = found
-        except TypeError:
-            pass
-    return found
+                self.options_json, self.parent_run_id, "running", None, None, self.started_at,
+                None)
 
 
 def _location(exc: BaseException) -> str | None:
@@ -145,7 +119,7 @@ def _location(exc: BaseException) -> str | None:
     return found
 
 
-class Engine:
+class Engine(Activities):
     """Runs durable workflows over a DuckDB history.
 
     Args:
@@ -180,6 +154,7 @@ class Engine:
         self._seq = 0
         self._bound: float | None = None
         self._telemetry: list[tuple] = []
+        self._breakers: dict = {}     # activity name -> BreakerState, shared by all runs
         self._closed = False
         latest = self.store.latest_instant()
         if latest is not None:
@@ -188,13 +163,17 @@ class Engine:
 
     # --- public API ----------------------------------------------------------------------
     def start(self, workflow: Callable, input: Any = None, run_id: str | None = None,
-              faults=None, seed: int = 0) -> str:
+              faults=None, seed: int = 0, timeout: float | None = None,
+              budget: Budget | None = None) -> str:
         """Record a new run of `workflow(ctx, input)` and schedule it; returns its run id.
 
         `faults` is a `FaultPlan`, a list of rules, or a plan's JSON text or file path.
         `seed` feeds `ctx.random()`, `ctx.uuid()`, retry jitter and fault draws: the same
-        seed, code, plan and run id give the same history, byte for byte. The run's start
-        is committed at once in every durability mode; its code runs in `run_until_idle()`.
+        seed, code, plan and run id give the same history, byte for byte. `timeout` stops
+        the run (status failed, `RunTimedOut`) when that many seconds have passed since its
+        start; `budget` (a `dl.Budget`) stops it when it spends more than allowed. The run's
+        start is committed at once in every durability mode; its code runs in
+        `run_until_idle()`.
         """
         self._check_open()
         name = workflow_name(workflow)
@@ -206,8 +185,18 @@ class Engine:
             run_id = f"run-{_uuid.uuid4().hex[:12]}"
         elif not isinstance(run_id, str) or not run_id:
             raise ValueError(f"start({name}): run_id={run_id!r} must be a non-empty string")
+        options = {}
+        if timeout is not None:
+            if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+                raise ValueError(f"start({name}): timeout={timeout!r} must be seconds > 0")
+            options["timeout"] = float(timeout)
+        if budget is not None:
+            if not isinstance(budget, Budget):
+                raise TypeError(f"start({name}): budget={budget!r} must be a dl.Budget")
+            options["budget"] = budget.to_dict()
         self._register(workflow)
-        return self._start(name, input_json, run_id, plan, seed, None)
+        return self._start(name, input_json, run_id, plan, seed, None,
+                           json.dumps(options) if options else None)
 
     def signal(self, run_id: str, name: str, value: Any = None,
                signal_id: str | None = None) -> bool:
@@ -272,8 +261,10 @@ class Engine:
         """Kill the simulated worker: in-memory state, in-flight attempts and uncommitted
         work are lost; a fresh worker then reloads every unfinished run from the store."""
         self._check_open()
-        self.store.insert("crashes", (self.clock.now(), None, None, None, "engine.crash()"))
-        self._recover()
+        try:
+            self._die("engine.crash()")
+        except WorkerCrash:
+            self._recover()
 
     def close(self) -> None:
         """Commit what is pending (in 'exit' mode: unfinished runs' events) and release the
@@ -327,19 +318,26 @@ class Engine:
             return FaultPlan(list(faults))
         return FaultPlan.from_json(faults)
 
-    def _start(self, workflow, input_json, run_id, plan, seed, parent) -> str:
+    def _start(self, workflow, input_json, run_id, plan, seed, parent, options_json) -> str:
         if run_id in self._runs:
             raise DuplicateRunError(
                 f"A run with id {run_id!r} already exists (it is "
                 f"{self._runs[run_id].status}). Pick another run_id, or leave it out to get "
                 f"a fresh one.", run_id=run_id)
         state = RunState(run_id, workflow, input_json, seed,
-                         plan.to_json() if plan else None, parent, "running", None, None,
-                         self.clock.now(), None, fn=self._resolve(workflow), faults=plan)
+                         plan.to_json() if plan else None, options_json, parent, "running",
+                         None, None, self.clock.now(), None, fn=self._resolve(workflow),
+                         faults=plan)
         self.store.insert("runs", state.row())
         self._runs[run_id] = state
         self._schedule(state, self.clock.now(), "wake", "start")
+        self._arm_timeout(state)
         return run_id
+
+    def _arm_timeout(self, state: RunState) -> None:
+        if state.timeout is not None and state.fn is not None:
+            self._schedule(state, state.started_at + state.timeout, "timeout",
+                           new_generation=False)
 
     def _load(self) -> None:
         """Read the store as a fresh worker would: every run's row, and the whole history of
@@ -357,9 +355,14 @@ class Engine:
         self._fill(loaded)
         for row in loaded["runs"]:
             state = self._runs[row[0]]
+            if state.budget is not None:
+                for event in state.history:
+                    if event.kind == h.ACTIVITY:
+                        state.spend.add(event.loads() if event.ok else None)
             if state.fn is not None:
                 began = state.history or state.attempts or state.wakeups
                 self._schedule(state, self.clock.now(), "wake", "recovery" if began else "start")
+                self._arm_timeout(state)
 
     def _load_ended(self, state: RunState) -> None:
         state.history = []
@@ -378,9 +381,10 @@ class Engine:
             self._runs[row[0]].wakeups.append(row)
 
     def _state_from_row(self, row: tuple) -> RunState:
-        (run_id, workflow, input_json, seed, faults_json, parent, status, result_json,
-         error_json, started_at, ended_at) = row
-        return RunState(run_id, workflow, input_json, seed, faults_json, parent, status,
+        (run_id, workflow, input_json, seed, faults_json, options_json, parent, status,
+         result_json, error_json, started_at, ended_at) = row
+        return RunState(run_id, workflow, input_json, seed, faults_json, options_json, parent,
+                        status,
                         result_json, error_from_json(json.loads(error_json)) if error_json else None,
                         started_at, ended_at, fn=self._resolve(workflow),
                         faults=FaultPlan.from_json(faults_json) if faults_json else None)
@@ -423,7 +427,7 @@ class Engine:
                     break
                 _, _, run_id, gen, action, arg = heapq.heappop(self._heap)
                 state = self._runs.get(run_id)
-                if state is None or state.gen != gen:
+                if state is None or (state.gen != gen and action != "timeout"):
                     continue  # superseded: the run was rescheduled or ended since
                 self.clock.sleep_until(due_at)
                 try:
@@ -431,6 +435,8 @@ class Engine:
                         self._wake(state, arg)
                     elif action == "complete":
                         self._complete(state)
+                    elif action == "timeout":
+                        self._time_out(state)
                     else:
                         self._crash_during_wait(state, *arg)
                 except WorkerCrash:
@@ -460,6 +466,8 @@ class Engine:
             self._suspend(state, suspend)
         except ContinueAsNew as cont:
             self._continue(state, cont.input_json)
+        except StopRun as stop:
+            self._end(state, "failed", error=stop.error)
         except WorkerCrash:
             crashed = True
             raise
@@ -484,7 +492,11 @@ class Engine:
     def _suspend(self, state: RunState, suspend: Suspend) -> None:
         if suspend.reason == "activity":
             state.status, state.waiting = "running", "activity"
-            self._schedule(state, suspend.due_at, "complete")
+            if suspend.due_at is not None:
+                self._schedule(state, suspend.due_at, "complete")
+            else:   # nothing will ever answer: the run hangs until its time-out, if any
+                state.gen += 1
+                state.due_at = None
             return
         state.status, state.waiting, state.waiting_on = "waiting", suspend.reason, suspend.waiting_on
         if suspend.due_at is not None:
@@ -507,6 +519,21 @@ class Engine:
             self._schedule(state, self.clock.now(), "wake", "activity")
         except Suspend as suspend:
             self._suspend(state, suspend)
+        except StopRun as stop:
+            self._end(state, "failed", error=stop.error)
+        if self.durability == "batch":
+            self._flush(state)
+
+    def _time_out(self, state: RunState) -> None:
+        """The run's time-out has come: stop it wherever it stands."""
+        if state.status in FINAL or state.status == "diverged":
+            return
+        waiting = {"timer": "waiting on a timer", "retry": "in a retry backoff",
+                   "signal": f"waiting for signal {state.waiting_on!r}",
+                   "activity": "waiting for an activity to answer"}.get(state.waiting, "running")
+        state.inflight = None
+        self._end(state, "failed", error=RunTimedOut.build(
+            state.run_id, state.timeout, self.clock.now(), waiting))
         if self.durability == "batch":
             self._flush(state)
 
@@ -518,7 +545,8 @@ class Engine:
         base, _, n = state.run_id.rpartition("~")
         next_id = f"{base}~{int(n) + 1}" if base and n.isdigit() else f"{state.run_id}~1"
         self._end(state, "continued", result_json=json.dumps({"continued_as": next_id}))
-        self._start(state.workflow, input_json, next_id, state.faults, state.seed, state.run_id)
+        self._start(state.workflow, input_json, next_id, state.faults, state.seed, state.run_id,
+                    state.options_json)
 
     def _end(self, state: RunState, status: str, result_json=None, error=None) -> None:
         state.status, state.result_json, state.error = status, result_json, error
@@ -552,6 +580,8 @@ class Engine:
 
     def _append(self, state: RunState, cursor: h.Cursor, event: h.Event) -> h.Event:
         state.history.append(event)
+        if state.budget is not None and event.kind == h.ACTIVITY:
+            state.spend.add(event.loads() if event.ok else None)
         cursor.position += 1
         self._write(state, "events", (state.run_id, event.position, event.kind, event.name,
                                       event.digest, event.ok, event.value, event.recorded_at,
@@ -574,183 +604,6 @@ class Engine:
         """The k-th (from 0) signal called `name` that arrived for this run, if any."""
         matching = [s for s in state.signals if s.name == name]
         return matching[k] if k < len(matching) else None
-
-    # --- activities ----------------------------------------------------------------------
-    def _execute_activity(self, state: RunState, cursor: h.Cursor, req: dict) -> Any:
-        """Run one attempt of a new activity, then finish it (or leave it in flight)."""
-        name, policy, site = req["name"], req["policy"], req["site"]
-        position = cursor.position + 1
-        text = h.canonical(req["args"], req["kwargs"], "ctx.activity", site, name)
-        now = self.clock.now()
-        previous = state.attempts.get(position, [])
-        if previous:
-            last = previous[-1]
-            if last[5] + last[9] > now:  # the retry backoff has not elapsed: a durable timer
-                raise Suspend(last[5] + last[9], "retry", name=name, position=position,
-                              attempt=last[3])
-        attempt = len(previous) + 1
-        self._maybe_crash(state, "before_activity", name, position, attempt)
-        latency, error = 0.0, None
-        for index, rule in enumerate(state.faults or ()):
-            if isinstance(rule, Crash) or not rule.applies(name, attempt):
-                continue
-            rng = self._fires(state, index, rule, position, attempt)
-            if rng is None:
-                continue
-            self.store.insert("faults", self._record_fault(state, index, rule, position, attempt))
-            if isinstance(rule, Latency):
-                latency += rule.draw(rng)
-            elif isinstance(rule, FAILURES):
-                error = rule.error()
-                break
-        value_json = None
-        if error is None:
-            value_json, error = self._call(state, req, position, previous)
-            self._maybe_crash(state, "after_effect", name, position, attempt)
-        ended = now + latency
-        timeouts = [(req["start_to_close"], now, "start_to_close"),
-                    (req["schedule_to_close"], previous[0][4] if previous else now,
-                     "schedule_to_close")]
-        for limit, since, label in timeouts:
-            if limit is not None and since + limit < ended:
-                ended = since + limit
-                error, value_json = Transient(
-                    f"activity {name!r} timed out: {label}={limit:g}s passed before it "
-                    f"answered", cause_class="TimeoutError"), None
-        outcome = {"name": name, "position": position, "attempt": attempt, "policy": policy,
-                   "started_at": now, "ended_at": ended, "error": error,
-                   "value_json": value_json, "digest": h.digest_of(text), "text": text,
-                   "first_started_at": previous[0][4] if previous else now,
-                   "schedule_to_close": req["schedule_to_close"], "call_site": h.site(site)}
-        if ended > now:
-            if not self.clock.virtual:
-                self.clock.sleep_until(ended)
-            elif (not self._heap or self._heap[0][0] > ended) and (
-                    self._bound is None or ended <= self._bound):
-                self.clock.advance_to(ended)  # nothing else happens meanwhile: carry on inline
-            else:
-                state.inflight = outcome
-                raise Suspend(ended, "activity", name=name, position=position, attempt=attempt)
-        return self._finish_attempt(state, cursor, outcome)
-
-    def _call(self, state: RunState, req: dict, position: int, previous: list):
-        """Call the activity function; returns (value_json, error)."""
-        fn, name = req["fn"], req["name"]
-        kwargs = dict(req["kwargs"])
-        takes_key, takes_feedback = _accepts(fn)
-        if takes_key and "idempotency_key" not in kwargs:
-            kwargs["idempotency_key"] = f"{state.run_id}:{position}"
-        if takes_feedback and previous and previous[-1][7] == "ModelOutputError":
-            kwargs["feedback"] = previous[-1][8]
-        try:
-            result = fn(*req["args"], **kwargs)
-        except Exception as exc:
-            if req["policy"].is_non_retryable(exc) and not isinstance(exc, NonRetryable):
-                cause = type(exc).__name__
-                return None, NonRetryable(f"{cause}: {exc}", cause_class=cause)
-            error = classify(exc)
-            if error.cause_class is None:
-                error.cause_class = error.error_class
-            return None, error
-        try:
-            return h.compact(result), None
-        except (TypeError, ValueError) as exc:
-            return None, NonRetryable(
-                f"the result of activity {name!r} at position {position} is not "
-                f"JSON-serialisable ({exc}); its effect already happened, but history can "
-                f"only hold JSON. Return plain data (a dict, list, str, number).",
-                cause_class="SerializationError")
-
-    def _finish_attempt(self, state: RunState, cursor: h.Cursor, o: dict) -> Any:
-        """Record an attempt's end: the activity's event, or a failed attempt and its retry."""
-        error, name, position, attempt = o["error"], o["name"], o["position"], o["attempt"]
-        if error is None:
-            event = h.Event(position, h.ACTIVITY, name, o["digest"], True, o["value_json"],
-                            o["ended_at"], attempt, o["started_at"], "ok",
-                            call_site=o["call_site"])
-            event.matched_args = json.loads(o["text"])
-            self._append(state, cursor, event)
-            self._maybe_crash(state, "after_record", name, position, attempt)
-            return json.loads(o["value_json"])
-        policy = o["policy"]
-        previous = state.attempts.get(position, [])
-        malformed = sum(1 for row in previous if row[7] == "ModelOutputError")
-        if isinstance(error, ModelOutputError):
-            retry = malformed + 1 <= policy.model_output_budget
-        elif isinstance(error, NonRetryable):
-            retry = False
-        else:
-            retry = attempt - malformed < policy.max_attempts
-        if retry:
-            rng = random.Random(f"retry:{state.seed}:{state.run_id}:{position}:{attempt}")
-            delay = next_delay(policy, attempt, error, rng)
-            limit = o["schedule_to_close"]
-            if limit is not None and o["ended_at"] + delay > o["first_started_at"] + limit:
-                retry = False
-        if retry:
-            row = (state.run_id, position, name, attempt, o["started_at"], o["ended_at"],
-                   _outcome(error), error.error_class, error.message, delay, policy.max_attempts)
-            state.attempts.setdefault(position, []).append(row)
-            self._write(state, "attempts", row)
-            raise Suspend(o["ended_at"] + delay, "retry", name=name, position=position,
-                          attempt=attempt)
-        failed = activity_failed(state.run_id, name, position, attempt, error)
-        event = h.Event(position, h.ACTIVITY, name, o["digest"], False,
-                        json.dumps(failed.to_json()), o["ended_at"], attempt, o["started_at"],
-                        _outcome(error), error.error_class, error.message,
-                        call_site=o["call_site"])
-        event.matched_args = json.loads(o["text"])
-        self._append(state, cursor, event)
-        self._maybe_crash(state, "after_record", name, position, attempt)
-        raise failed
-
-    # --- faults and crashes --------------------------------------------------------------
-    def _fires(self, state: RunState, index: int, rule, position: int, attempt: int):
-        """The rule's generator if it fires on this attempt, else None."""
-        rows = [r for r in state.fault_rows if r[1] == index]
-        if rule.times is not None and len(rows) >= rule.times:
-            return None
-        if isinstance(rule, Crash) and any(r[4] == position and r[5] == attempt for r in rows):
-            return None  # a crash point fires once: the recovered worker passes it
-        rng = draw(state.seed, index, position, attempt)
-        return rng if rng.random() < rule.p else None
-
-    def _record_fault(self, state, index, rule, position, attempt) -> tuple:
-        """Note a firing in memory and return its row; the caller commits it."""
-        row = (state.run_id, index, type(rule).__name__, getattr(rule, "point", None),
-               position, attempt, self.clock.now())
-        state.fault_rows.append(row)
-        return row
-
-    def _maybe_crash(self, state, point, name, position, attempt) -> None:
-        for index, rule in enumerate(state.faults or ()):
-            if (isinstance(rule, Crash) and rule.point == point and rule.applies(name, attempt)
-                    and self._fires(state, index, rule, position, attempt) is not None):
-                self._crash_at(state, index, rule, position, attempt)
-
-    def _crash_at(self, state, index, rule, position, attempt) -> None:
-        fault = self._record_fault(state, index, rule, position, attempt)
-        crash = (self.clock.now(), state.run_id, position, rule.point,
-                 f"Crash rule {index} ({rule.activity!r} at {rule.point})")
-        self.store.write({"faults": [fault], "crashes": [crash]})
-        raise WorkerCrash(crash[-1])
-
-    def _arm_crash_during_wait(self, state: RunState, suspend: Suspend) -> None:
-        for index, rule in enumerate(state.faults or ()):
-            if (isinstance(rule, Crash) and rule.point == "during_wait"
-                    and rule.applies(suspend.name, suspend.attempt)
-                    and self._fires(state, index, rule, suspend.position, suspend.attempt)):
-                now = self.clock.now()
-                at = now if suspend.due_at is None else now + (suspend.due_at - now) / 2
-                self._schedule(state, at, "crash", (index, suspend.position, suspend.attempt),
-                               new_generation=False)
-                return
-
-    def _crash_during_wait(self, state: RunState, index: int, position: int,
-                           attempt: int) -> None:
-        rule = state.faults.rules[index]
-        if self._fires(state, index, rule, position, attempt) is not None:
-            self._crash_at(state, index, rule, position, attempt)
 
     def _recover(self) -> None:
         """A fresh worker: forget everything in memory, reload what the store holds."""

@@ -106,6 +106,38 @@ class WorkflowError(DurableLabError):
     fields = ("run_id", "workflow", "cause_class", "cause_message", "location")
 
 
+class BudgetExceeded(DurableLabError):
+    """A run spent more than its `Budget` allows; it stopped (status failed)."""
+
+    fields = ("run_id", "limit", "spent", "allowed", "activity", "position")
+
+    @classmethod
+    def build(cls, run_id, limit, spent, allowed, activity, position) -> "BudgetExceeded":
+        return cls(
+            f"Run {run_id!r} went over its budget of {limit}: {spent:g} spent, {allowed:g} "
+            f"allowed, at activity {activity!r} (position {position}). The run stopped "
+            f"there (status failed); what it recorded is kept. Raise the limit in "
+            f"Budget({limit}=...) if the spend is expected, or look for a loop that does "
+            f"not end (a model that keeps asking for the same tool).",
+            run_id=run_id, limit=limit, spent=spent, allowed=allowed, activity=activity,
+            position=position)
+
+
+class RunTimedOut(DurableLabError):
+    """A run passed its workflow time-out (`start(..., timeout=)`); it stopped."""
+
+    fields = ("run_id", "timeout", "deadline", "waiting")
+
+    @classmethod
+    def build(cls, run_id, timeout, deadline, waiting) -> "RunTimedOut":
+        return cls(
+            f"Run {run_id!r} timed out: its workflow time-out of {timeout:g}s passed at "
+            f"t={deadline:g}s while it was {waiting}. The run stopped (status failed); what it "
+            f"recorded is kept. A run-level time-out is the last line of defence: give "
+            f"activities their own start_to_close, and signal waits a deadline.",
+            run_id=run_id, timeout=timeout, deadline=deadline, waiting=waiting)
+
+
 class SerializationError(DurableLabError, TypeError):
     """A value that must go into history is not JSON (a workflow input, an activity
     argument, a signal value)."""

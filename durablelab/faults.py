@@ -2,7 +2,9 @@
 
 A `FaultPlan` is a list of rules. Each rule names an activity (exactly, or with a glob
 such as ``"charge_*"``) and says what goes wrong there: a 429, a 5xx, a reset connection,
-extra latency, or a worker crash at a named point. Whether a rule fires on an attempt is a
+a lost answer (`Timeout`), no answer at all (`Hang`), extra latency, a broken model answer
+(`Malformed`), or a worker crash at a named point. Rules are checked in order: `Latency`
+adds time and lets the call go on; the first other rule that fires decides the attempt. Whether a rule fires on an attempt is a
 pure function of (run seed, rule index, position, attempt), so a plan plus a seed always
 breaks a run the same way, and a crash-and-replay sees the same faults it saw before.
 
@@ -27,7 +29,7 @@ import random
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from .errors import RateLimited, Transient
+from .errors import ModelOutputError, RateLimited, Transient
 
 CRASH_POINTS = ("before_activity", "after_effect", "after_record", "during_wait")
 
@@ -107,6 +109,44 @@ class ConnectionReset(Rule):
 
 
 @dataclass(frozen=True)
+class Timeout(Rule):
+    """The call runs (its effect happens) but its answer is lost: the attempt ends as a
+    time-out when its start-to-close (or schedule-to-close, or the run's time-out) expires."""
+
+
+@dataclass(frozen=True)
+class Hang(Rule):
+    """Nothing answers and the function does not run: the attempt ends as a time-out when its
+    start-to-close (or schedule-to-close, or the run's time-out) expires, and never without
+    one. That is the lesson: an activity without a time-out can hang a run forever."""
+
+
+MALFORMED_KINDS = ("truncated", "schema", "refusal")
+
+
+@dataclass(frozen=True)
+class Malformed(Rule):
+    """The call runs (its cost is paid) and its answer comes back broken: truncated JSON, a
+    schema violation, or a refusal. The attempt fails as a ModelOutputError."""
+
+    kind: str = "truncated"
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.kind not in MALFORMED_KINDS:
+            raise ValueError(f"Malformed({self.activity!r}): kind={self.kind!r} is not one of "
+                             f"{', '.join(MALFORMED_KINDS)}")
+
+    def error(self, answer_json: str | None):
+        answer = answer_json or ""
+        broken = {"truncated": f"answer cut off mid-JSON: {answer[:max(1, len(answer) // 2)]!r}",
+                  "schema": "answer does not match the schema: a required field is missing",
+                  "refusal": "the model refused: 'I can't help with that request.'"}[self.kind]
+        return ModelOutputError(f"injected malformed output ({self.kind}): {broken}",
+                                cause_class="Malformed")
+
+
+@dataclass(frozen=True)
 class Latency(Rule):
     """The attempt takes `seconds` longer (uniform up to `max_seconds` when given) and
     then runs normally."""
@@ -133,8 +173,8 @@ class Crash(Rule):
                              f"{', '.join(CRASH_POINTS)}")
 
 
-RULE_TYPES = {cls.__name__: cls for cls in (RateLimit, ServerError, ConnectionReset, Latency,
-                                            Crash)}
+RULE_TYPES = {cls.__name__: cls for cls in (RateLimit, ServerError, ConnectionReset, Timeout,
+                                            Hang, Latency, Malformed, Crash)}
 FAILURES = (RateLimit, ServerError, ConnectionReset)
 
 
@@ -214,5 +254,5 @@ class FaultPlan:
         return len(self.rules)
 
 
-__all__ = ["FaultPlan", "Rule", "RateLimit", "ServerError", "ConnectionReset", "Latency",
-           "Crash", "CRASH_POINTS", "draw"]
+__all__ = ["FaultPlan", "Rule", "RateLimit", "ServerError", "ConnectionReset", "Timeout",
+           "Hang", "Latency", "Malformed", "Crash", "CRASH_POINTS", "draw"]

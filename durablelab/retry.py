@@ -14,6 +14,7 @@ import random
 import socket
 from dataclasses import dataclass, field
 
+from .breaker import CircuitBreaker
 from .errors import ActivityError, ModelOutputError, NonRetryable, RateLimited, Transient
 
 
@@ -51,6 +52,8 @@ class RetryPolicy:
     non_retryable: tuple = field(default=())
     #: retries allowed for ModelOutputError, apart from max_attempts.
     model_output_budget: int = 2
+    #: a `CircuitBreaker` shared by every run calling this activity name, or None.
+    breaker: CircuitBreaker | None = None
 
     def __post_init__(self):
         problems = []

@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from .errors import StoreFormatError, StoreLockedError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # Times are float seconds on the engine's clock. JSON columns hold compact JSON text.
 DDL = """
@@ -37,6 +37,7 @@ CREATE TABLE IF NOT EXISTS runs (
     input         VARCHAR NOT NULL,   -- JSON
     seed          BIGINT  NOT NULL,
     faults        VARCHAR,            -- the FaultPlan as JSON, or NULL
+    options       VARCHAR,            -- JSON: the run's time-out and budget, or NULL
     parent_run_id VARCHAR,            -- the run that continued as this one
     status        VARCHAR NOT NULL,   -- running | completed | failed | continued
     result        VARCHAR,            -- JSON
@@ -144,8 +145,8 @@ EVENT_COLS = ("run_id", "position", "kind", "name", "digest", "ok", "value", "re
               "attempt", "started_at", "outcome", "error_class", "error", "call_site")
 ATTEMPT_COLS = ("run_id", "position", "activity", "attempt", "started_at", "ended_at",
                 "outcome", "error_class", "error", "delay", "max_attempts")
-RUN_COLS = ("run_id", "workflow", "input", "seed", "faults", "parent_run_id", "status",
-            "result", "error", "started_at", "ended_at")
+RUN_COLS = ("run_id", "workflow", "input", "seed", "faults", "options", "parent_run_id",
+            "status", "result", "error", "started_at", "ended_at")
 SIGNAL_COLS = ("run_id", "seq", "name", "signal_id", "value", "arrived_at")
 FAULT_COLS = ("run_id", "rule", "type", "point", "position", "attempt", "fired_at")
 CRASH_COLS = ("crashed_at", "run_id", "position", "point", "cause")

@@ -14,11 +14,12 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_public_names_are_pinned():
     assert sorted(dl.__all__) == sorted([
         "Engine", "Context", "Saga", "Run", "VirtualClock", "WallClock",
-        "RetryPolicy", "classify", "next_delay",
+        "RetryPolicy", "classify", "next_delay", "CircuitBreaker", "Budget",
         "Transient", "RateLimited", "NonRetryable", "ModelOutputError",
         "ActivityFailed", "NonDeterminismError", "WorkflowError", "DurableLabError",
         "SerializationError", "RunNotFoundError", "RunFinishedError", "DuplicateRunError",
-        "StoreLockedError", "StoreFormatError", "FaultPlan", "faults", "viz"])
+        "StoreLockedError", "StoreFormatError", "BudgetExceeded", "RunTimedOut",
+        "FaultPlan", "faults", "viz"])
 
 
 def test_every_public_callable_has_a_docstring():

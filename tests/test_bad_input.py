@@ -179,7 +179,7 @@ def test_newer_schema_version_is_refused(db_path):
     con.close()
     with pytest.raises(dl.StoreFormatError, match="version 99") as info:
         dl.Engine(db_path)
-    assert (info.value.found, info.value.expected) == (99, 1)
+    assert (info.value.found, info.value.expected) == (99, dl.store.SCHEMA_VERSION)
 
 
 def test_closed_engine_refuses_calls(db_path):

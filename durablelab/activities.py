@@ -1,0 +1,347 @@
+"""Activity attempts: how one `ctx.activity` call meets the world.
+
+An attempt passes these points in order, and each can end it:
+
+1. the retry backoff must have elapsed (a durable timer; a crash does not restart it);
+2. the run's turn budget and the activity's circuit breaker may refuse it;
+3. a `Crash("…", point="before_activity")` may kill the worker;
+4. fault rules are drawn: `Latency` adds time, the first other rule that fires decides
+   (a 429, a 5xx, a reset: the function does not run; `Timeout`: it runs and its answer
+   is lost; `Hang`: nothing runs and nothing answers; `Malformed`: it runs and its answer
+   is broken);
+5. the function runs, getting ``idempotency_key=`` (and ``feedback=`` after a malformed
+   answer) when it accepts them; then `after_effect` crashes may fire;
+6. time-outs cut the attempt at start-to-close, schedule-to-close or the run's time-out;
+7. the attempt ends now, or later in virtual time (other runs go first meanwhile);
+8. its end is recorded: the activity's event (success, or failure for good), or a failed
+   attempt plus the delay before the next one; then `after_record` crashes may fire and
+   the run's budget is checked.
+
+This module is a mixin of `Engine`; it only reads and writes through the engine's state.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import random
+from typing import Any, Callable
+
+from . import history as h
+from .breaker import BreakerState
+from .context import Suspend
+from .errors import (BudgetExceeded, DurableLabError, ModelOutputError, NonRetryable,
+                     RateLimited, Transient, activity_failed)
+from .faults import FAILURES, Crash, Hang, Latency, Malformed, Timeout, draw
+from .retry import classify, next_delay
+
+
+class WorkerCrash(BaseException):
+    """The simulated worker died. A BaseException: workflow code must not survive it."""
+
+
+class StopRun(BaseException):
+    """Ends a run for a reason outside its code (a budget); carries the error to record."""
+
+    def __init__(self, error: DurableLabError):
+        super().__init__(error.message)
+        self.error = error
+
+
+def outcome_of(error: DurableLabError) -> str:
+    """The attempt outcome a view colours by: transient, rate_limited, timeout, ..."""
+    cause = error.cause_class or ""
+    if cause == "CircuitOpen":
+        return "circuit_open"
+    if "Timeout" in cause:
+        return "timeout"
+    if isinstance(error, RateLimited):
+        return "rate_limited"
+    if isinstance(error, ModelOutputError):
+        return "malformed"
+    if isinstance(error, NonRetryable):
+        return "non_retryable"
+    return "transient"
+
+
+_ACCEPTS: dict[Callable, tuple[bool, bool]] = {}
+
+
+def accepts(fn: Callable) -> tuple[bool, bool]:
+    """Whether fn takes idempotency_key= and feedback= (by name or through **kwargs)."""
+    found = _ACCEPTS.get(fn)
+    if found is None:
+        try:
+            params = inspect.signature(fn).parameters
+        except (TypeError, ValueError):
+            params = {}
+        var_kw = any(p.kind is p.VAR_KEYWORD for p in params.values())
+        found = (var_kw or "idempotency_key" in params, var_kw or "feedback" in params)
+        try:
+            _ACCEPTS[fn] = found
+        except TypeError:
+            pass
+    return found
+
+
+class Activities:
+    """The part of `Engine` that runs activity attempts and injects faults into them."""
+
+    def _execute_activity(self, state, cursor: h.Cursor, req: dict) -> Any:
+        """Run one attempt of a new activity, then finish it (or leave it in flight)."""
+        name, policy, site = req["name"], req["policy"], req["site"]
+        position = cursor.position + 1
+        text = h.canonical(req["args"], req["kwargs"], "ctx.activity", site, name)
+        now = self.clock.now()
+        previous = state.attempts.get(position, [])
+        if previous:
+            last = previous[-1]
+            if last[5] + last[9] > now:  # the retry backoff has not elapsed: a durable timer
+                raise Suspend(last[5] + last[9], "retry", name=name, position=position,
+                              attempt=last[3])
+        attempt = len(previous) + 1
+        budget = state.budget
+        if budget is not None and budget.turns is not None and state.spend.turns >= budget.turns:
+            raise StopRun(BudgetExceeded.build(state.run_id, "turns", state.spend.turns + 1,
+                                               budget.turns, name, position))
+        self._maybe_crash(state, "before_activity", name, position, attempt)
+        breaker = self._breaker(name, policy)
+        latency, error, rule = 0.0, None, None
+        if breaker is not None:
+            error = breaker.refuse(name, now)
+        if error is None:
+            latency, rule = self._draw_faults(state, name, position, attempt)
+        value_json = None
+        if error is not None:
+            pass  # the breaker refused: nothing is called
+        elif rule is None or isinstance(rule, (Timeout, Malformed)):
+            value_json, error = self._call(state, req, position, previous)
+            self._maybe_crash(state, "after_effect", name, position, attempt)
+            if isinstance(rule, Malformed) and error is None:
+                value_json, error = None, rule.error(value_json)
+            elif isinstance(rule, Timeout):
+                value_json, error, latency = None, None, float("inf")
+        elif isinstance(rule, Hang):
+            latency = float("inf")
+        else:
+            error = rule.error()
+        first_started_at = previous[0][4] if previous else now
+        ended, timed_out = self._cut(state, req, now, now + latency, first_started_at)
+        if timed_out is not None:
+            value_json, error = None, Transient(
+                f"activity {name!r} timed out: {timed_out} passed before it answered",
+                cause_class="TimeoutError")
+        outcome = {"name": name, "position": position, "attempt": attempt, "policy": policy,
+                   "started_at": now, "ended_at": ended, "error": error,
+                   "value_json": value_json, "digest": h.digest_of(text), "text": text,
+                   "first_started_at": first_started_at,
+                   "schedule_to_close": req["schedule_to_close"],
+                   "start_to_close": req["start_to_close"], "heartbeat": req["heartbeat"],
+                   "call_site": h.site(site)}
+        if ended > now:
+            if ended == float("inf"):   # no time-out will ever end it: the run hangs
+                state.inflight = outcome
+                raise Suspend(None, "activity", name=name, position=position, attempt=attempt)
+            if not self.clock.virtual:
+                self.clock.sleep_until(ended)
+            elif (not self._heap or self._heap[0][0] > ended) and (
+                    self._bound is None or ended <= self._bound):
+                self.clock.advance_to(ended)  # nothing else happens meanwhile: carry on inline
+            else:
+                state.inflight = outcome
+                raise Suspend(ended, "activity", name=name, position=position, attempt=attempt)
+        return self._finish_attempt(state, cursor, outcome)
+
+    def _draw_faults(self, state, name, position, attempt):
+        """(added latency, the rule that decides the attempt or None)."""
+        latency = 0.0
+        for index, rule in enumerate(state.faults or ()):
+            if isinstance(rule, Crash) or not rule.applies(name, attempt):
+                continue
+            rng = self._fires(state, index, rule, position, attempt)
+            if rng is None:
+                continue
+            self.store.insert("faults", self._record_fault(state, index, rule, position, attempt))
+            if isinstance(rule, Latency):
+                latency += rule.draw(rng)
+            else:
+                return latency, rule
+        return latency, None
+
+    def _cut(self, state, req, started_at, ended_at, first_started_at):
+        """Apply the nearest time-out: (when the attempt ends, which limit cut it or None)."""
+        limits = [(req["start_to_close"], started_at, "start_to_close"),
+                  (req["schedule_to_close"], first_started_at, "schedule_to_close"),
+                  (state.timeout, state.started_at, "the run's time-out")]
+        cut = None
+        for limit, since, label in limits:
+            if limit is not None and since + limit < ended_at:
+                ended_at, cut = since + limit, f"{label}={limit:g}s"
+        return ended_at, cut
+
+    def _breaker(self, name: str, policy) -> BreakerState | None:
+        if policy.breaker is None:
+            return None
+        state = self._breakers.get(name)
+        if state is None or state.config != policy.breaker:
+            state = self._breakers[name] = BreakerState(policy.breaker)
+        return state
+
+    def _call(self, state, req: dict, position: int, previous: list):
+        """Call the activity function; returns (value_json, error)."""
+        fn, name = req["fn"], req["name"]
+        kwargs = dict(req["kwargs"])
+        takes_key, takes_feedback = accepts(fn)
+        if takes_key and "idempotency_key" not in kwargs:
+            kwargs["idempotency_key"] = f"{state.run_id}:{position}"
+        if takes_feedback and previous and previous[-1][7] == "ModelOutputError":
+            kwargs["feedback"] = previous[-1][8]
+        try:
+            result = fn(*req["args"], **kwargs)
+        except Exception as exc:
+            if req["policy"].is_non_retryable(exc) and not isinstance(exc, NonRetryable):
+                cause = type(exc).__name__
+                return None, NonRetryable(f"{cause}: {exc}", cause_class=cause)
+            error = classify(exc)
+            if error.cause_class is None:
+                error.cause_class = error.error_class
+            return None, error
+        try:
+            return h.compact(result), None
+        except (TypeError, ValueError) as exc:
+            return None, NonRetryable(
+                f"the result of activity {name!r} at position {position} is not "
+                f"JSON-serialisable ({exc}); its effect already happened, but history can "
+                f"only hold JSON. Return plain data (a dict, list, str, number).",
+                cause_class="SerializationError")
+
+    def _finish_attempt(self, state, cursor: h.Cursor, o: dict) -> Any:
+        """Record an attempt's end: the activity's event, or a failed attempt and its retry."""
+        error, name, position, attempt = o["error"], o["name"], o["position"], o["attempt"]
+        breaker = self._breakers.get(name)
+        if breaker is not None and o["policy"].breaker is not None:
+            refused = error is not None and error.cause_class == "CircuitOpen"
+            if not refused:
+                breaker.record(None if error is None else error.error_class, o["ended_at"])
+        if error is None:
+            event = h.Event(position, h.ACTIVITY, name, o["digest"], True, o["value_json"],
+                            o["ended_at"], attempt, o["started_at"], "ok",
+                            call_site=o["call_site"])
+            event.matched_args = json.loads(o["text"])
+            self._append(state, cursor, event)
+            self._maybe_crash(state, "after_record", name, position, attempt)
+            result = json.loads(o["value_json"])
+            self._check_budget(state, name, position)
+            return result
+        policy = o["policy"]
+        previous = state.attempts.get(position, [])
+        malformed = sum(1 for row in previous if row[7] == "ModelOutputError")
+        if isinstance(error, ModelOutputError):
+            retry = malformed + 1 <= policy.model_output_budget
+        elif isinstance(error, NonRetryable):
+            retry = False
+        else:
+            retry = attempt - malformed < policy.max_attempts
+        if retry:
+            rng = random.Random(f"retry:{state.seed}:{state.run_id}:{position}:{attempt}")
+            delay = next_delay(policy, attempt, error, rng)
+            limit = o["schedule_to_close"]
+            if limit is not None and o["ended_at"] + delay > o["first_started_at"] + limit:
+                retry = False
+        if retry:
+            row = (state.run_id, position, name, attempt, o["started_at"], o["ended_at"],
+                   outcome_of(error), error.error_class, error.message, delay,
+                   policy.max_attempts)
+            state.attempts.setdefault(position, []).append(row)
+            self._write(state, "attempts", row)
+            raise Suspend(o["ended_at"] + delay, "retry", name=name, position=position,
+                          attempt=attempt)
+        failed = activity_failed(state.run_id, name, position, attempt, error)
+        event = h.Event(position, h.ACTIVITY, name, o["digest"], False,
+                        json.dumps(failed.to_json()), o["ended_at"], attempt, o["started_at"],
+                        outcome_of(error), error.error_class, error.message,
+                        call_site=o["call_site"])
+        event.matched_args = json.loads(o["text"])
+        self._append(state, cursor, event)
+        self._maybe_crash(state, "after_record", name, position, attempt)
+        raise failed
+
+    def _check_budget(self, state, name: str, position: int) -> None:
+        if state.budget is None:
+            return
+        over = state.spend.over(state.budget)
+        if over is not None:
+            raise StopRun(BudgetExceeded.build(state.run_id, *over, name, position))
+
+    # --- faults and crashes --------------------------------------------------------------
+    def _fires(self, state, index: int, rule, position: int, attempt: int):
+        """The rule's generator if it fires on this attempt, else None."""
+        rows = [r for r in state.fault_rows if r[1] == index]
+        if rule.times is not None and len(rows) >= rule.times:
+            return None
+        if isinstance(rule, Crash) and any(r[4] == position and r[5] == attempt for r in rows):
+            return None  # a crash point fires once: the recovered worker passes it
+        rng = draw(state.seed, index, position, attempt)
+        return rng if rng.random() < rule.p else None
+
+    def _record_fault(self, state, index, rule, position, attempt) -> tuple:
+        """Note a firing in memory and return its row; the caller commits it."""
+        row = (state.run_id, index, type(rule).__name__, getattr(rule, "point", None),
+               position, attempt, self.clock.now())
+        state.fault_rows.append(row)
+        return row
+
+    def _maybe_crash(self, state, point, name, position, attempt) -> None:
+        for index, rule in enumerate(state.faults or ()):
+            if (isinstance(rule, Crash) and rule.point == point and rule.applies(name, attempt)
+                    and self._fires(state, index, rule, position, attempt) is not None):
+                self._crash_at(state, index, rule, position, attempt)
+
+    def _crash_at(self, state, index, rule, position, attempt) -> None:
+        fault = self._record_fault(state, index, rule, position, attempt)
+        cause = f"Crash rule {index} ({rule.activity!r} at {rule.point})"
+        self._die(cause, state.run_id, position, rule.point, faults=[fault])
+
+    def _die(self, cause: str, run_id=None, position=None, point=None, faults=()) -> None:
+        """Commit the facts of a worker's death, then unwind to the scheduler. Attempts in
+        flight are lost with the worker; one that promised heartbeats (or has a
+        start-to-close) is noticed as lost when the next heartbeat (or the time-out) is
+        missed, and recorded then as a timed-out attempt, so its retry waits until then."""
+        now = self.clock.now()
+        lost = [row for row in map(self._lost_attempt, self._runs.values()) if row]
+        self.store.write({"faults": list(faults), "attempts": lost,
+                          "crashes": [(now, run_id, position, point, cause)]})
+        raise WorkerCrash(cause)
+
+    def _lost_attempt(self, state) -> tuple | None:
+        o = state.inflight
+        if o is None:
+            return None
+        now = self.clock.now()
+        if o["heartbeat"] is not None:      # the last heartbeat went out just before death
+            noticed, how = now + o["heartbeat"], f"no heartbeat within {o['heartbeat']:g}s"
+        elif o["start_to_close"] is not None:
+            noticed = max(now, o["started_at"] + o["start_to_close"])
+            how = f"no answer within start_to_close={o['start_to_close']:g}s"
+        else:
+            return None  # nothing can notice it: the fresh worker runs it again at once
+        return (state.run_id, o["position"], o["name"], o["attempt"], o["started_at"],
+                noticed, "timeout", "Transient",
+                f"the worker running this attempt died; noticed by {how}", 0.0,
+                o["policy"].max_attempts)
+
+    def _arm_crash_during_wait(self, state, suspend: Suspend) -> None:
+        for index, rule in enumerate(state.faults or ()):
+            if (isinstance(rule, Crash) and rule.point == "during_wait"
+                    and rule.applies(suspend.name, suspend.attempt)
+                    and self._fires(state, index, rule, suspend.position, suspend.attempt)):
+                now = self.clock.now()
+                at = now if suspend.due_at is None else now + (suspend.due_at - now) / 2
+                self._schedule(state, at, "crash", (index, suspend.position, suspend.attempt),
+                               new_generation=False)
+                return
+
+    def _crash_during_wait(self, state, index: int, position: int, attempt: int) -> None:
+        rule = state.faults.rules[index]
+        if self._fires(state, index, rule, position, attempt) is not None:
+            self._crash_at(state, index, rule, position, attempt)

@@ -1,0 +1,63 @@
+"""Budgets: a run that calls a model in a loop must stop somewhere.
+
+A `Budget` caps what one run may spend: model calls, tokens, money, and turns (activities
+executed). Spending is read from history, from activity results that carry a ``"usage"``
+dict (``input_tokens``, ``output_tokens``, ``cost``), as `dl.sim.SimLLM` and the structured
+output helper return. When a run goes over, it stops with `BudgetExceeded`, which names the
+limit, the amount spent and the activity that crossed it. Being computed from history, the
+spend is the same on every replay.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Limits for one run; None means no limit."""
+
+    #: activities whose result reported usage (model calls).
+    model_calls: int | None = None
+    #: input plus output tokens over all model calls.
+    tokens: int | None = None
+    #: money, in the price table's currency.
+    cost: float | None = None
+    #: activities executed in all (recorded activity events): a cap on runaway loops.
+    turns: int | None = None
+
+    def __post_init__(self):
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or value < 0):
+                raise ValueError(f"Budget({f.name}={value!r}): a limit is a number >= 0 or None")
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+@dataclass
+class Spend:
+    """What a run has spent so far, summed from its recorded activity results."""
+
+    model_calls: int = 0
+    tokens: int = 0
+    cost: float = 0.0
+    turns: int = 0
+
+    def add(self, result) -> None:
+        self.turns += 1
+        usage = result.get("usage") if isinstance(result, dict) else None
+        if isinstance(usage, dict):
+            self.model_calls += 1
+            self.tokens += int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
+            self.cost += float(usage.get("cost", 0.0))
+
+    def over(self, budget: Budget) -> tuple[str, float, float] | None:
+        """(limit name, spent, limit) of the first limit passed, or None."""
+        for name in ("model_calls", "tokens", "cost", "turns"):
+            limit = getattr(budget, name)
+            if limit is not None and getattr(self, name) > limit:
+                return name, getattr(self, name), limit
+        return None
