@@ -16,7 +16,7 @@ a replay, not a repeated side effect.
     engine.run(run_id).result          # 'hello ada'
 """
 
-from . import faults, viz
+from . import faults, sim, viz
 from .clock import VirtualClock, WallClock
 from .context import Context, Saga
 from .breaker import CircuitBreaker
@@ -29,6 +29,7 @@ from .errors import (ActivityFailed, BudgetExceeded, DuplicateRunError, DurableL
 from .faults import FaultPlan
 from .retry import RetryPolicy, classify, next_delay
 from .run import Run
+from .structured import ask_structured, structured
 
 __version__ = "0.1.0"
 
@@ -39,5 +40,5 @@ __all__ = [
     "ActivityFailed", "NonDeterminismError", "WorkflowError", "DurableLabError",
     "SerializationError", "RunNotFoundError", "RunFinishedError", "DuplicateRunError",
     "StoreLockedError", "StoreFormatError", "BudgetExceeded", "RunTimedOut",
-    "FaultPlan", "faults", "viz",
+    "FaultPlan", "faults", "viz", "sim", "structured", "ask_structured",
 ]

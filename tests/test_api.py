@@ -19,7 +19,7 @@ def test_public_names_are_pinned():
         "ActivityFailed", "NonDeterminismError", "WorkflowError", "DurableLabError",
         "SerializationError", "RunNotFoundError", "RunFinishedError", "DuplicateRunError",
         "StoreLockedError", "StoreFormatError", "BudgetExceeded", "RunTimedOut",
-        "FaultPlan", "faults", "viz"])
+        "FaultPlan", "faults", "viz", "sim", "structured", "ask_structured"])
 
 
 def test_every_public_callable_has_a_docstring():
