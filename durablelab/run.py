@@ -68,8 +68,9 @@ class Run:
             [(e.position, e.kind, e.name, e.ok, e.loads(), e.digest, e.recorded_at, e.attempt,
               e.outcome, e.error_class, e.call_site) for e in state.history],
             columns=HISTORY_COLUMNS)
-        # The third item orders rows that share a start: a crash before or during an
-        # attempt comes before the attempt that replaced it; one after its record, after.
+        # A crash during a wait is not an attempt (it is in `crashes`). The last item orders
+        # rows that share a start: a crash before or during an attempt comes before the
+        # attempt that replaced it; one after its record, after.
         rows = [(*row[1:], 1) for rows in state.attempts.values() for row in rows]
         rows += [(e.position, e.name, e.attempt, e.started_at, e.recorded_at, e.outcome,
                   e.error_class, e.error, None, None, 1)
@@ -77,7 +78,7 @@ class Run:
         names = {e.position: e.name for e in state.history}
         rows += [(f[4], names.get(f[4], "?"), f[5], f[6], f[6], "crashed", None,
                   f"worker crashed at {f[3]}", None, None, 2 if f[3] == "after_record" else 0)
-                 for f in state.fault_rows if f[2] == "Crash"]
+                 for f in state.fault_rows if f[2] == "Crash" and f[3] != "during_wait"]
         attempts = pd.DataFrame(rows, columns=[*ATTEMPT_COLUMNS, "order"])
         attempts = (attempts.sort_values(["position", "started_at", "order", "attempt"],
                                          kind="stable")

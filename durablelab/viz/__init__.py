@@ -6,13 +6,13 @@ by the engine."""
 
 def timeline(runs, **options):
     """A matplotlib Figure of one or more runs side by side on a shared time axis."""
-    from .timeline import timeline as make
+    from .plots import timeline as make
     return make(runs, **options)
 
 
 def compare_plot(frame, **options):
     """A matplotlib Figure comparing the metrics of `dl.compare(runs)`."""
-    from .timeline import compare_plot as make
+    from .plots import compare_plot as make
     return make(frame, **options)
 
 

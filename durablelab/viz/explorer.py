@@ -1,0 +1,597 @@
+"""ReplayExplorer: step through one wake-up of a run, event by event.
+
+Every time a run wakes up, its workflow code runs again from the top. Its first `ctx` calls
+get their answers from history (they are *replayed*: an activity function does not run
+again); once history runs out, the calls do new work that is recorded (*executed*). A
+`Run.wakeups` row says how many of each a wake-up had: positions 1..replayed came back
+from history, the next `recorded` positions were written in that wake-up.
+
+The explorer shows one wake-up as a tape of positions. At each step it puts the history
+event at that position (left) beside the code's request for it (right): the workflow line
+that asked (`call_site`, shown through `linecache`, which also holds notebook cells), and
+whether that request was replayed or executed. It reads only a `Run`'s frames, so it works
+the same on a live engine's run, on a run loaded from an export and on an imported history.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import linecache
+import math
+import operator
+import os
+from typing import Any
+
+import ipywidgets as widgets
+
+REPLAYED, EXECUTED, NOT_REACHED = "replayed", "executed", "not reached"
+
+# (background, text, border) of each mode, legible on light and dark notebook themes.
+COLOURS = {REPLAYED: ("#e8f0fe", "#174ea6", "#4a7bd0"),
+           EXECUTED: ("#e6f4ea", "#0d652d", "#34a853"),
+           NOT_REACHED: ("#f1f3f4", "#5f6368", "#9aa0a6")}
+BADGES = {REPLAYED: "REPLAYED from history", EXECUTED: "EXECUTED in this wake-up",
+          NOT_REACHED: "NOT REACHED in this wake-up"}
+VALUE_CHARS = 240    # a value longer than this is cut, with its full length said
+CONTEXT_LINES = 2    # source lines shown on each side of the line that made the call
+TAPE_CELLS = 100     # past this many positions the tape draws one bar per mode
+
+
+def human(seconds: float) -> str:
+    """A duration in the unit a person would say: '45 s', '15.0 min', '3.0 h', '1.0 d'."""
+    for unit, length in (("d", 86400), ("h", 3600), ("min", 60)):
+        if abs(seconds) >= length:
+            return f"{seconds / length:.1f} {unit}"
+    return f"{seconds:.3g} s"
+
+
+def _missing(value: Any) -> bool:
+    """None, NaN or pandas' NA: a cell a frame left empty."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return True
+    return type(value).__name__ in ("NAType", "NaTType")
+
+
+def _int(value: Any, default: int = 0) -> int:
+    return default if _missing(value) else int(value)
+
+
+def _decode(value: Any) -> Any:
+    """Temporal payloads ({"metadata": {"encoding": base64}, "data": base64}) decoded for
+    display; anything else unchanged. Base64 and JSON only: nothing here runs code."""
+    if isinstance(value, list):
+        return [_decode(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if set(value) <= {"payloads"} and isinstance(value.get("payloads"), list):
+        decoded = _decode(value["payloads"])
+        return decoded[0] if len(decoded) == 1 else decoded
+    meta = value.get("metadata")
+    if isinstance(meta, dict) and isinstance(value.get("data"), str) and "encoding" in meta:
+        try:
+            encoding = base64.b64decode(meta["encoding"]).decode()
+            data = base64.b64decode(value["data"]).decode()
+            return json.loads(data) if encoding.startswith("json") else data
+        except (ValueError, TypeError):
+            return value
+    return {k: _decode(v) for k, v in value.items()}
+
+
+def _short(value: Any, decode: bool = False, limit: int = VALUE_CHARS) -> str:
+    """A value as one line of JSON text (payloads decoded if `decode`), cut at `limit`
+    characters."""
+    try:
+        text = json.dumps(_decode(value) if decode else value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        text = repr(value)
+    if len(text) > limit:
+        return f"{text[:limit]}… ({len(text):,} characters)"
+    return text
+
+
+# The events that end a wait: (the wait's ctx call, how it ended), with the name for {}.
+WAIT_ENDS = {"timer_fired": ("ctx.sleep()", "the timer fired"),
+             "signal_received": ("ctx.wait_signal({})", "signal {} arrived"),
+             "signal_timeout": ("ctx.wait_signal({})", "its deadline passed first")}
+
+
+def call_text(kind: str, name: str, value: Any = None) -> str:
+    """The ctx call that records an event of `kind`, in the words the code used."""
+    quoted = repr(name)
+    seconds = value.get("seconds") if isinstance(value, dict) else None
+    return {
+        "activity": f"ctx.activity({quoted})",
+        "sleep": f"ctx.sleep({seconds:g})" if isinstance(seconds, (int, float)) else "ctx.sleep()",
+        "timer_fired": "the timer of ctx.sleep() fired",
+        "wait_signal": f"ctx.wait_signal({quoted})",
+        "signal_received": f"signal {quoted} arrived for ctx.wait_signal({quoted})",
+        "signal_timeout": f"ctx.wait_signal({quoted}) timed out",
+        "now": "ctx.now()", "random": "ctx.random()", "uuid": "ctx.uuid()",
+        "patched": f"ctx.patched({quoted})",
+    }.get(kind, f"{kind} {quoted}")
+
+
+def source_lines(call_site: str | None, context: int = CONTEXT_LINES):
+    """(path, line number, [(number, text), ...]) around a 'file:line' call site, or None
+    when the site is unknown or its source is not available here."""
+    if not call_site:
+        return None
+    path, sep, number = call_site.rpartition(":")
+    if not sep or not number.isdigit():
+        return None
+    lineno = int(number)
+    linecache.checkcache(path)   # a file edited since it was cached shows as it is now
+    lines = linecache.getlines(path)
+    if not 1 <= lineno <= len(lines):
+        return None
+    first, last = max(1, lineno - context), min(len(lines), lineno + context)
+    while first < lineno and not lines[first - 1].strip():   # no blank lines at the edges
+        first += 1
+    while last > lineno and not lines[last - 1].strip():
+        last -= 1
+    snippet = [(n, lines[n - 1].rstrip("\n").expandtabs(4)) for n in range(first, last + 1)]
+    indent = min(len(text) - len(text.lstrip()) for _, text in snippet if text.strip())
+    return path, lineno, [(n, text[indent:]) for n, text in snippet]
+
+
+def _table(rows) -> str:
+    cells = "".join(
+        f'<tr><td style="padding:1px 10px 1px 0;color:#80868b;vertical-align:top;'
+        f'white-space:nowrap">{html.escape(key)}</td>'
+        f'<td style="padding:1px 0;word-break:break-word">{cell}</td></tr>'
+        for key, cell in rows)
+    return f'<table style="border-collapse:collapse;font-size:13px">{cells}</table>'
+
+
+def _badge(mode: str) -> str:
+    background, text, border = COLOURS[mode]
+    return (f'<div style="display:inline-block;padding:2px 8px;margin-bottom:6px;'
+            f'background:{background};color:{text};border:1px solid {border};'
+            f'border-radius:3px;font-weight:bold">{html.escape(BADGES[mode])}</div>')
+
+
+def _pane(title: str, body: str) -> str:
+    return (f'<div style="padding:6px 10px;border:1px solid #dadce0;border-radius:4px;'
+            f'min-height:150px;line-height:1.4"><div style="font-weight:bold;margin-bottom:4px">'
+            f'{html.escape(title)}</div>{body}</div>')
+
+
+class ReplayExplorer:
+    """An ipywidgets view that steps through one wake-up's replay of a run.
+
+    Use it to see, position by position, what the workflow code asked for in one wake-up,
+    what history held there, and whether the answer was handed back from history (replayed:
+    the function did not run) or was new work recorded in that wake-up (executed).
+
+    Args:
+        run: a `dl.Run` (from `engine.run(run_id)`, `dl.load(path)` or an import). Only its
+            frames are read: no engine is needed.
+        wakeup: which row of `run.wakeups` to show (0-based; negative counts from the end);
+            None shows the last wake-up.
+
+    Controls: a dropdown of wake-ups, a slider over the wake-up's steps with ◀ / ▶, and a
+    checkbox that extends the tape to positions the wake-up did not reach. The same moves
+    are methods: `next()`, `previous()`, `select_wakeup(i)`. State for tests and code:
+    `wakeup_index`, `step`, `steps`, `position`, `mode`, `summary`, `event_html`,
+    `code_html`. Raises IndexError when `wakeup` is not a row of `run.wakeups`.
+    """
+
+    def __init__(self, run, wakeup: int | None = None):
+        for frame in ("history", "wakeups"):
+            if not hasattr(run, frame):
+                raise TypeError(f"ReplayExplorer needs a durablelab Run (engine.run(run_id) "
+                                f"or dl.load(path)); got {type(run).__name__}, which has no "
+                                f".{frame} frame")
+        self.run = run
+        self._imported = getattr(run, "source", "durablelab") != "durablelab"
+        self._events = {_int(row["position"]): row for row in run.history.to_dict("records")}
+        self._wakeups = [(row.get("woke_at"), str(row.get("reason")),
+                          _int(row.get("replayed")), _int(row.get("recorded")))
+                         for row in run.wakeups.to_dict("records")]
+        self._busy = False
+        self.wakeup_index: int | None = None
+
+        self.dropdown = widgets.Dropdown(
+            options=[(self._wakeup_label(i), i) for i in range(len(self._wakeups))],
+            description="wake-up", layout=widgets.Layout(width="auto", max_width="640px"))
+        self.slider = widgets.IntSlider(value=1, min=1, max=1, description="step",
+                                        continuous_update=True,
+                                        layout=widgets.Layout(flex="1 1 auto"))
+        self.back = widgets.Button(description="◀", tooltip="previous step",
+                                   layout=widgets.Layout(width="40px"))
+        self.forward = widgets.Button(description="▶", tooltip="next step",
+                                      layout=widgets.Layout(width="40px"))
+        self.show_rest = widgets.Checkbox(value=False, indent=False,
+                                          description="show positions it did not reach",
+                                          layout=widgets.Layout(width="auto"))
+        self.tape = widgets.HTML()
+        self.event_pane = widgets.HTML(layout=widgets.Layout(flex="1 1 0%", min_width="0"))
+        self.code_pane = widgets.HTML(layout=widgets.Layout(flex="1 1 0%", min_width="0"))
+        self.summary_pane = widgets.HTML()
+        self.notes_pane = widgets.HTML(self._notes_html())
+
+        self.dropdown.observe(self._on_dropdown, names="value")
+        self.slider.observe(self._on_slider, names="value")
+        self.show_rest.observe(self._on_show_rest, names="value")
+        self.back.on_click(lambda _: self.previous())
+        self.forward.on_click(lambda _: self.next())
+
+        if not self._wakeups:
+            self.widget = widgets.VBox([widgets.HTML(self._empty_html()), self.notes_pane])
+            return
+        self.widget = widgets.VBox([
+            self.dropdown,
+            widgets.HBox([self.back, self.slider, self.forward, self.show_rest],
+                         layout=widgets.Layout(align_items="center")),
+            self.tape,
+            widgets.HBox([self.event_pane, self.code_pane],
+                         layout=widgets.Layout(grid_gap="8px", align_items="stretch")),
+            self.summary_pane, self.notes_pane])
+        self.select_wakeup(len(self._wakeups) - 1 if wakeup is None else wakeup)
+
+    # --- moving -----------------------------------------------------------------------------
+    def select_wakeup(self, index: int) -> None:
+        """Show wake-up `index` (a row of `run.wakeups`; negative counts from the end), from
+        its first step."""
+        count = len(self._wakeups)
+        try:
+            row = operator.index(index)     # numpy integers too, not 1.5
+        except TypeError:
+            row = None
+        if row is None or not -count <= row < count:
+            rows = f"{count} wake-up(s), 0 to {count - 1}" if count else "no wake-ups"
+            raise IndexError(f"wake-up {index!r} is not a row of run.wakeups: run "
+                             f"{self.run.run_id!r} has {rows}")
+        index = row % count
+        self._busy = True
+        try:
+            self.wakeup_index = index
+            self.dropdown.value = index
+            self.slider.value = 1
+            self.slider.max = self._last_step()
+            self.show_rest.disabled = self._last_position() <= self.steps
+        finally:
+            self._busy = False
+        self._render()
+
+    def next(self) -> None:
+        """One step forward (stays on the last step)."""
+        self.slider.value = min(self.slider.value + 1, self.slider.max)
+
+    def previous(self) -> None:
+        """One step back (stays on the first step)."""
+        self.slider.value = max(self.slider.value - 1, self.slider.min)
+
+    def _on_dropdown(self, change) -> None:
+        if not self._busy and change["new"] != self.wakeup_index:
+            self.select_wakeup(change["new"])
+
+    def _on_slider(self, change) -> None:
+        if not self._busy:
+            self._render()
+
+    def _on_show_rest(self, change) -> None:
+        if self.wakeup_index is not None:
+            self.slider.max = self._last_step()   # clamps the step, which renders
+            self._render()
+
+    # --- state ------------------------------------------------------------------------------
+    @property
+    def steps(self) -> int:
+        """Events this wake-up replayed plus those it recorded: its steps 1..steps."""
+        if self.wakeup_index is None:
+            return 0
+        _, _, replayed, recorded = self._wakeups[self.wakeup_index]
+        return replayed + recorded
+
+    @property
+    def step(self) -> int:
+        """The current step, from 1 (0 when the run has no wake-ups)."""
+        return 0 if self.wakeup_index is None else self.slider.value
+
+    @property
+    def position(self) -> int | None:
+        """The history position shown: a wake-up replays from position 1, so it is `step`."""
+        return None if self.wakeup_index is None else self.slider.value
+
+    @property
+    def mode(self) -> str | None:
+        """'replayed', 'executed' or 'not reached': what the code did at this position in
+        this wake-up."""
+        return None if self.wakeup_index is None else self._mode(self.position)
+
+    @property
+    def event_html(self) -> str:
+        return self.event_pane.value
+
+    @property
+    def code_html(self) -> str:
+        return self.code_pane.value
+
+    @property
+    def summary(self) -> str:
+        """One line on the wake-up shown: when and why it woke, what it replayed, recorded."""
+        if self.wakeup_index is None:
+            return f"run {self.run.run_id!r} has no wake-ups"
+        woke_at, reason, replayed, recorded = self._wakeups[self.wakeup_index]
+        return (f"woke at {self._when(woke_at)} for {reason}: replayed {replayed} "
+                f"event{'' if replayed == 1 else 's'}, recorded {recorded}")
+
+    def _mode(self, position: int) -> str:
+        _, _, replayed, recorded = self._wakeups[self.wakeup_index]
+        if position <= replayed:
+            return REPLAYED
+        return EXECUTED if position <= replayed + recorded else NOT_REACHED
+
+    def _last_position(self) -> int:
+        return max(self._events, default=0)
+
+    def _last_step(self) -> int:
+        last = max(self.steps, self._last_position()) if self.show_rest.value else self.steps
+        return max(last, 1)
+
+    def _recorded_by(self, position: int) -> int | None:
+        """The wake-up whose record of `position` history holds: the last one that recorded
+        it. A wake-up only records past the end of the history it replayed, so a later
+        wake-up recording the same position means the earlier record was lost."""
+        found = None
+        for index, (_, _, replayed, recorded) in enumerate(self._wakeups):
+            if replayed < position <= replayed + recorded:
+                found = index
+        return found
+
+    def _when(self, instant) -> str:
+        """An instant as time since the run started, in human units."""
+        if _missing(instant):
+            return "an unknown time"
+        start = getattr(self.run, "started_at", None)
+        return human(instant - start) if not _missing(start) else f"t={instant:g} s"
+
+    def _divergence(self):
+        """The run's NonDeterminismError when this wake-up is where replay stopped."""
+        error = getattr(self.run, "error", None)
+        if (getattr(self.run, "status", None) != "diverged" or error is None
+                or self.wakeup_index != len(self._wakeups) - 1):
+            return None
+        return error if getattr(error, "position", None) is not None else None
+
+    # --- rendering --------------------------------------------------------------------------
+    def _render(self) -> None:
+        position = self.position
+        self.event_pane.value = self._event_html(position)
+        self.code_pane.value = self._code_html(position)
+        self.tape.value = self._tape_html(position)
+        divergence = self._divergence()
+        summary = self.summary
+        if divergence is not None:
+            summary += (f"; replay stopped at position {divergence.position}: "
+                        f"non-determinism ({getattr(divergence, 'reason', '?')})")
+        elif self.wakeup_index == len(self._wakeups) - 1:
+            summary += f"; the run is now {getattr(self.run, 'status', '?')}"
+        self.summary_pane.value = (f'<div style="margin-top:6px;font-size:13px;line-height:1.4">'
+                                   f'{html.escape(summary)}</div>')
+        self.back.disabled = self.slider.value <= self.slider.min
+        self.forward.disabled = self.slider.value >= self.slider.max
+
+    def _wakeup_label(self, index: int) -> str:
+        woke_at, reason, replayed, recorded = self._wakeups[index]
+        return (f"{index}: woke at {self._when(woke_at)} for {reason} · replayed {replayed}, "
+                f"recorded {recorded}")
+
+    def _tape_html(self, current: int) -> str:
+        """The wake-up's positions coloured by mode, the current one marked: a cell per
+        position for a short history, a bar per mode for a long one."""
+        last = self.slider.max
+        if last <= TAPE_CELLS:
+            cells = []
+            for position in range(1, last + 1):
+                mode = self._mode(position)
+                background, text, border = COLOURS[mode]
+                event = self._events.get(position)
+                what = (call_text(event["kind"], event["name"], event.get("value"))
+                        if event else "no event")
+                outline = "outline:2px solid #202124;" if position == current else ""
+                cells.append(
+                    f'<div title="{html.escape(f"position {position}: {what} ({mode})")}" '
+                    f'style="flex:1 1 0;min-width:6px;max-width:36px;height:18px;'
+                    f'background:{background};color:{text};border:1px solid {border};{outline}'
+                    f'font-size:10px;text-align:center;line-height:18px;overflow:hidden">'
+                    f'{position if last <= 40 else ""}</div>')
+        else:
+            _, _, replayed, recorded = self._wakeups[self.wakeup_index]
+            spans = [(1, min(replayed, last), REPLAYED),
+                     (replayed + 1, min(replayed + recorded, last), EXECUTED),
+                     (replayed + recorded + 1, last, NOT_REACHED)]
+            cells = [f'<div title="positions {a}–{b}: {mode}" style="flex:{b - a + 1} 1 0;'
+                     f'height:18px;background:{COLOURS[mode][0]};'
+                     f'border:1px solid {COLOURS[mode][2]}"></div>'
+                     for a, b, mode in spans if b >= a]
+            left = 100 * (current - 0.5) / last
+            cells.append(f'<div style="position:absolute;left:{left:.2f}%;top:-2px;width:2px;'
+                         f'height:22px;background:#202124"></div>')
+        legend = " ".join(
+            f'<span style="color:{COLOURS[m][1]};background:{COLOURS[m][0]};padding:0 4px">'
+            f'{html.escape(m)}</span>' for m in (REPLAYED, EXECUTED, NOT_REACHED))
+        return (f'<div style="display:flex;gap:1px;margin:4px 0;position:relative">'
+                f'{"".join(cells)}</div><div style="font-size:11px;line-height:1.6">'
+                f'position {current} of {last} · {legend}</div>')
+
+    def _event_html(self, position: int) -> str:
+        event = self._events.get(position)
+        title = f"History at position {position}"
+        if event is None:
+            return _pane(title, f"<p>History has no event at position {position}.</p>")
+        value = event.get("value")
+        rows = [("position", html.escape(str(position))),
+                ("call", f"<code>{html.escape(call_text(event['kind'], event['name'], value))}"
+                         f"</code>"),
+                ("kind", html.escape(str(event["kind"]))),
+                ("name", html.escape(str(event["name"]))),
+                ("value", f"<code>{html.escape(_short(value, decode=self._imported))}</code>")]
+        if not _missing(event.get("ok")) and not event["ok"]:
+            rows.append(("ok", "<b>False</b>: the activity failed for good"))
+        if not _missing(event.get("recorded_at")):
+            when, exact = self._when(event["recorded_at"]), f"{event['recorded_at']:g} s"
+            rows.append(("recorded at", html.escape(
+                when if when == exact else f"{when} (t={exact})")))
+        if not _missing(event.get("attempt")):
+            rows.append(("attempt", html.escape(self._attempts_text(position, event))))
+        outcome = event.get("outcome")
+        if not _missing(outcome):
+            error = " ".join(str(event[k]) for k in ("error_class", "error")
+                             if not _missing(event.get(k)))
+            rows.append(("outcome", html.escape(f"{outcome}: {error}" if error else outcome)))
+        rows.append(("recorded by", html.escape(self._recorder_text(position))))
+        crashes = getattr(self.run, "crashes", None)
+        for row in [] if crashes is None else crashes.to_dict("records"):
+            if _int(row.get("position"), -1) == position and row.get("run_id") == self.run.run_id:
+                rows.append(("worker crash", html.escape(
+                    f"{row['point']} at {self._when(row['crashed_at'])}")))
+        return _pane(title, _table(rows))
+
+    def _attempts_text(self, position: int, event: dict) -> str:
+        text = str(_int(event["attempt"]))
+        attempts = getattr(self.run, "attempts", None)
+        if attempts is None or "position" not in attempts or "outcome" not in attempts:
+            return text
+        outcomes = [str(o) for o in attempts.loc[attempts["position"] == position, "outcome"]]
+        return f"{text} (attempts: {' → '.join(outcomes)})" if len(outcomes) > 1 else text
+
+    def _recorder_text(self, position: int) -> str:
+        index = self._recorded_by(position)
+        if index is None:
+            return "no wake-up's code (e.g. an attempt that ended between wake-ups)"
+        woke_at, reason, _, _ = self._wakeups[index]
+        return f"wake-up {index} (woke at {self._when(woke_at)} for {reason})"
+
+    def _code_html(self, position: int) -> str:
+        mode = self._mode(position)
+        event = self._events.get(position)
+        index = self.wakeup_index
+        title = f"The code's request in wake-up {index}"
+        parts = [_badge(mode)]
+        if mode in (REPLAYED, EXECUTED):
+            parts.append(f"<p>{self._request_text(mode, event)}</p>")
+        if mode == EXECUTED:
+            recorder = self._recorded_by(position)
+            if recorder is not None and recorder != index:
+                parts.append(
+                    f'<p style="color:#b06000">⚠ What this wake-up recorded here was lost '
+                    f'before it was committed (a worker crash); the event shown was recorded '
+                    f'again by wake-up {recorder}.</p>')
+        if mode == NOT_REACHED:
+            parts.append(f"<p>{html.escape(self._stop_text(position))}</p>")
+        divergence = self._divergence()
+        if divergence is not None and position == divergence.position:
+            return _pane(title, "".join(parts) + self._divergence_html(divergence))
+        if event is None:
+            return _pane(title, "".join(parts))
+        site = event.get("call_site")
+        if mode == NOT_REACHED and not _missing(site):
+            parts.append("<p>History recorded it later, asked for by this line:</p>")
+        parts.append(self._site_html(None if _missing(site) else str(site)))
+        return _pane(title, "".join(parts))
+
+    @staticmethod
+    def _request_text(mode: str, event: dict | None) -> str:
+        """What the code asked for at a replayed or executed step, and what came of it (HTML)."""
+        if event is None:
+            return "History has no event here (it was not kept)."
+        kind, name = event["kind"], event["name"]
+        if kind in WAIT_ENDS:
+            wait, ending = WAIT_ENDS[kind]
+            wait = f"<code>{html.escape(wait.format(repr(name)))}</code>"
+            ending = html.escape(ending.format(repr(name)))
+            if mode == REPLAYED:
+                return (f"The code reached {wait}; history says the wait already ended "
+                        f"({ending}), so it did not wait again.")
+            return f"The wait in {wait} ended in this wake-up ({ending}), and that was recorded."
+        call = f"<code>{html.escape(call_text(kind, name, event.get('value')))}</code>"
+        if mode == REPLAYED:
+            ran = ("the activity function did not run" if kind == "activity"
+                   else "nothing was drawn, computed or recorded again")
+            return f"The code asked for {call} and got the recorded answer back: {ran}."
+        ran = ("the activity function ran and its outcome was recorded before the code got it"
+               if kind == "activity" else "it was recorded in this wake-up")
+        return (f"The code asked for {call}; history had nothing here yet, so this was new "
+                f"work: {ran}.")
+
+    def _stop_text(self, position: int) -> str:
+        _, _, replayed, recorded = self._wakeups[self.wakeup_index]
+        last = replayed + recorded
+        text = (f"The code did not reach position {position} in this wake-up: it stopped "
+                + (f"after position {last}" if last else "before its first recorded ctx call"))
+        if self.wakeup_index + 1 < len(self._wakeups):
+            woke_at, reason, _, _ = self._wakeups[self.wakeup_index + 1]
+            text += f"; the next wake-up came at {self._when(woke_at)} for {reason}"
+        return text + "."
+
+    def _divergence_html(self, error) -> str:
+        requested = getattr(error, "requested", None)
+        asked = ("the workflow returned instead" if not requested else
+                 f"the code asked for {call_text(requested.get('kind'), requested.get('name'))}"
+                 f" instead")
+        return (f'<p style="color:#c5221f"><b>Replay stopped here: non-determinism.</b> '
+                f'{html.escape(asked)} ({html.escape(str(getattr(error, "reason", "")))}).</p>'
+                + self._site_html(getattr(error, "call_site", None)))
+
+    def _site_html(self, site: str | None) -> str:
+        """The workflow line at `site` ('file:line') with a little context, or why not."""
+        if site is None:
+            source = getattr(self.run, "source", "durablelab")
+            why = ("" if source == "durablelab"
+                   else f" ({source} histories do not record the code line)")
+            return f"<p>No call site was recorded for this event{html.escape(why)}.</p>"
+        found = source_lines(site)
+        path = site.rpartition(":")[0]
+        where = (f'<div style="font-size:12px">workflow line <code>{html.escape(site)}</code>'
+                 f'{" (a notebook cell)" if found and not os.path.exists(path) else ""}</div>')
+        if found is None:
+            return where + ("<p>The source of this line is not available here (the file is "
+                            "not on this machine, or has changed).</p>")
+        _, lineno, lines = found
+        rows, width = [], len(str(lines[-1][0]))
+        for number, text in lines:
+            mark = "→" if number == lineno else " "
+            line = f"{mark} {number:>{width}} │ {html.escape(text)}"
+            rows.append(f'<span style="background:#fef7e0;color:#202124;font-weight:bold">'
+                        f'{line}</span>' if number == lineno else line)
+        return where + ('<pre style="margin:4px 0;padding:4px;font-size:12px;line-height:1.4;'
+                        'white-space:pre-wrap;word-break:normal;overflow-wrap:break-word">'
+                        + "\n".join(rows) + "</pre>")
+
+    def _notes_html(self) -> str:
+        notes = [str(n) for n in getattr(self.run, "notes", ()) or ()]
+        source = getattr(self.run, "source", "durablelab")
+        if not notes and source == "durablelab":
+            return ""
+        items = "".join(f"<li>{html.escape(n)}</li>" for n in notes)
+        return (f'<div style="margin-top:6px;font-size:13px;line-height:1.4"><b>Notes on this '
+                f'history (source: {html.escape(str(source))})</b><ul style="margin:2px 0">{items}'
+                f'</ul></div>')
+
+    def _empty_html(self) -> str:
+        return (f'<p style="line-height:1.4">Run {html.escape(repr(self.run.run_id))} has no '
+                f"wake-ups, so there is no replay to step through: its code has not run yet (a "
+                f"run starts inside <code>engine.run_until_idle()</code> or "
+                f"<code>engine.advance()</code>), or "
+                f"the history it came from does not say when its code ran. Its history holds "
+                f"{len(self._events)} event(s).</p>")
+
+    # --- display ----------------------------------------------------------------------------
+    def _repr_mimebundle_(self, **kwargs) -> dict:
+        bundle = dict(self.widget._repr_mimebundle_(**kwargs) or {})
+        bundle["text/plain"] = repr(self)   # the widget's own repr is long and unstable
+        return bundle
+
+    def __repr__(self) -> str:
+        if self.wakeup_index is None:
+            return f"ReplayExplorer(run {self.run.run_id!r}: no wake-ups)"
+        return (f"ReplayExplorer(run {self.run.run_id!r}, wake-up {self.wakeup_index} of "
+                f"0..{len(self._wakeups) - 1}, step {self.step} of {self.slider.max}: position "
+                f"{self.position} {self.mode}; {self.summary})")
+
+
+__all__ = ["ReplayExplorer", "human", "call_text", "source_lines"]

@@ -1,0 +1,439 @@
+"""Timeline: what a run did over time, drawn from its history.
+
+A durable run spends most of its life not running: it waits on a timer, on a person's
+signal, on a retry backoff, or for a fresh worker after a crash. The timeline shows that
+shape. Each activity has a lane; each attempt is a bar coloured by its outcome, and the thin
+line after a failed attempt is the backoff the engine chose before the next one. Timers and
+signal waits share a hatched lane of their own. A dashed vertical line is a worker crash,
+and the marks on the top strip are wake-ups, the moments the workflow code ran again from
+the top: "↻6 +4" means it replayed 6 events from history and recorded 4 new ones.
+
+Virtual time makes an attempt take 0 s, so bars get a minimum visible width; attempts that
+happen at (nearly) the same instant are laid side by side in their order, not on top of
+each other. Everything is read from `Run` frames only, so imported runs draw the same way.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch, Rectangle
+from matplotlib.ticker import MaxNLocator
+from matplotlib.transforms import blended_transform_factory
+
+# Okabe-Ito colours: distinguishable with the common colour-vision deficiencies.
+PALETTE = {
+    "ok": "#009E73",             # bluish green
+    "transient": "#E69F00",      # orange
+    "rate_limited": "#F0E442",   # yellow
+    "timeout": "#56B4E9",        # sky blue
+    "non_retryable": "#D55E00",  # vermillion
+    "malformed": "#CC79A7",      # reddish purple
+    "crashed": "#000000",        # black, like the crash line
+}
+OUTCOME_LABELS = {"ok": "ok", "transient": "transient", "rate_limited": "rate limited",
+                  "timeout": "timeout", "non_retryable": "non-retryable",
+                  "malformed": "malformed", "crashed": "crashed"}
+UNKNOWN_COLOUR = "#999999"
+WAIT_COLOUR = "#0072B2"          # blue, not used by any outcome
+WAIT_STYLES = {"timer": {"hatch": "////", "label": "durable timer"},
+               "signal": {"hatch": "....", "label": "signal wait"}}
+BACKOFF_COLOUR = "#555555"
+CRASH_COLOUR = "#000000"
+WAKEUP_COLOUR = "#444444"
+LABELS = {"backoff": "backoff (retry wait)", "crash": "worker crash",
+          "wakeup": "wake-up (↻ replayed, + recorded)"}
+UNITS = (("s", 1.0), ("min", 60.0), ("h", 3600.0), ("days", 86400.0))
+WAIT_LANE = "waits"
+
+# A wait is two events: its start (kind -> how the lane draws it) and one of its ends.
+_WAIT_STARTS = {"sleep": "timer", "wait_signal": "signal"}
+_WAIT_ENDS = {"timer_fired": "sleep", "signal_received": "wait_signal",
+              "signal_timeout": "wait_signal"}
+_MIN_WIDTH = 0.008       # of the axis span: a 0 s attempt is still a visible bar
+_FONT = 8.0
+
+
+def time_unit(span: float) -> tuple[str, float]:
+    """The unit for an axis `span` seconds long: (name, seconds per unit).
+    Under 2 min: s; under 2 h: min; under 2 days: h; else days."""
+    for (name, size), (_, bigger) in zip(UNITS, UNITS[1:]):
+        if span < 2 * bigger:
+            return name, size
+    return UNITS[-1]
+
+
+@dataclass
+class Wait:
+    kind: str                # "timer" or "signal"
+    name: str
+    start: float
+    end: float | None        # None: still waiting, with no deadline
+    label: str
+    open: bool               # still waiting when the run was read
+
+
+def waits(history: pd.DataFrame) -> list[Wait]:
+    """Timer and signal waits from history: each start event paired with its end event
+    (first in, first out per name). A wait without an end runs to its deadline, if any."""
+    found, open_ = [], {}
+    if "recorded_at" not in history.columns:   # no times: nothing to place on an axis
+        return found
+    for event in history.itertuples(index=False):
+        kind, name, value = event.kind, event.name, event.value
+        value = value if isinstance(value, dict) else {}
+        if kind in _WAIT_STARTS:
+            label = (f"sleep {duration_text(value['seconds'])}" if "seconds" in value
+                     else f"{_WAIT_STARTS[kind]} {name!r}")
+            open_.setdefault((kind, name), []).append(
+                (event.recorded_at, value.get("deadline"), label))
+        elif kind in _WAIT_ENDS and open_.get((_WAIT_ENDS[kind], name)):
+            start, _, label = open_[(_WAIT_ENDS[kind], name)].pop(0)
+            label += " (timed out)" if kind == "signal_timeout" else ""
+            found.append(Wait(_WAIT_STARTS[_WAIT_ENDS[kind]], name, start, event.recorded_at,
+                              label, False))
+    for (kind, name), starts in open_.items():
+        for start, deadline, label in starts:
+            end = deadline if _finite(deadline) else None
+            label += " (waiting)" if end is not None else " (waiting, no deadline)"
+            found.append(Wait(_WAIT_STARTS[kind], name, start, end, label, True))
+    return sorted(found, key=lambda w: w.start)
+
+
+def activity_attempts(run) -> pd.DataFrame:
+    """run.attempts with a missing end taken as the start."""
+    attempts = run.attempts
+    attempts = attempts[attempts.started_at.notna()].copy()
+    attempts["ended_at"] = attempts.ended_at.fillna(attempts.started_at)
+    return attempts
+
+
+def timeline(runs, *, width=None, title=None, align="clock") -> Figure:
+    """A Figure of one or more runs over time: one stacked axes per run, sharing the x axis.
+
+    Args:
+        runs: a `Run` or a list of them (live, loaded from an export, or imported).
+        width: figure width in inches (default 9, a notebook's width).
+        title: a title over the whole figure.
+        align: "clock" puts every run on one clock, from the earliest start (runs of one
+            engine that collide in time show it); "start" measures each run from its own
+            start (to compare runs made at different times).
+
+    Returns a `matplotlib.figure.Figure` made without pyplot: a notebook shows it once.
+    """
+    runs = [runs] if hasattr(runs, "attempts") else list(runs)
+    if not runs:
+        raise ValueError("timeline(runs): no runs to draw; pass a Run or a list of Runs")
+    if align not in ("clock", "start"):
+        raise ValueError(f"timeline(align={align!r}): use 'clock' or 'start'")
+    width = 9.0 if width is None else float(width)
+    origins = [_origin(run) for run in runs]
+    if align == "clock":
+        origins = [min(origins)] * len(runs)
+    span = max(max(_latest(run) - origin for run, origin in zip(runs, origins)), 1.0)
+    if any(w.end is None for run in runs for w in waits(run.history)):
+        span *= 1.25         # room to show a wait that has no end yet
+    unit, size = time_unit(span)
+
+    lanes = [_lanes(run) for run in runs]
+    heights = [1.1 + 0.34 * max(len(names), 1) for names in lanes]
+    notes = list(dict.fromkeys(note for run in runs for note in getattr(run, "notes", ()) or ()))
+    fig = Figure(figsize=(width, sum(heights) + 0.9 + 0.25 * len(notes)), layout="constrained")
+    plots = fig
+    if notes:   # a strip of its own under the legend, so layout keeps them apart
+        plots, foot = fig.subfigures(2, 1, height_ratios=[sum(heights) + 0.9,
+                                                          0.1 + 0.25 * len(notes)])
+        foot.text(0.5, 0.5, "\n".join(f"Note: {note}" for note in notes), ha="center",
+                  va="center", fontsize=_FONT, style="italic", color="#333333", wrap=True)
+    axes = plots.subplots(len(runs), 1, sharex=True, squeeze=False,
+                          gridspec_kw={"height_ratios": heights})[:, 0]
+    legend = _Legend()
+    for ax, run, origin, names in zip(axes, runs, origins, lanes):
+        _draw_run(ax, run, names, origin, size, span / size, width, legend)
+    axes[-1].set_xlim(-0.01 * span / size, span / size * 1.03)
+    source = {getattr(run, "source", "durablelab") for run in runs}
+    clock = "virtual time" if source == {"durablelab"} else "time"
+    since = "" if align == "clock" and origins[0] == 0 else (
+        " since start" if align == "start" or source != {"durablelab"}
+        else f" since t = {duration_text(origins[0])}")
+    axes[-1].set_xlabel(f"{clock}{since} ({unit})")
+    if title:
+        fig.suptitle(title, fontsize=11)
+    legend.draw(plots, width)
+    return fig
+
+
+def _draw_run(ax, run, names, origin, size, span, width, legend):
+    """Draw one run into `ax`: lanes, attempts, backoffs, waits, crashes and wake-ups."""
+    x = lambda t: (t - origin) / size                              # noqa: E731
+    lane_of = {name: i for i, name in enumerate(names)}
+    min_width = _MIN_WIDTH * span
+    char = _char_width(span, width)
+
+    for name, group in activity_attempts(run).groupby("activity", sort=False):
+        y, last_end, last_real_end = lane_of[name], -math.inf, -math.inf
+        for row in group.sort_values("started_at", kind="stable").itertuples(index=False):
+            start, end = x(row.started_at), x(row.ended_at)
+            # A bar padded to min_width pushes the next one right instead of hiding it;
+            # attempts that really overlap (parallel calls) keep their true positions.
+            if start >= last_real_end:
+                start = max(start, last_end)
+            drawn = max(end - start, min_width)
+            outcome = row.outcome if row.outcome in PALETTE else None
+            ax.add_patch(Rectangle(
+                (start, y - 0.3), drawn, 0.6, facecolor=PALETTE.get(outcome, UNKNOWN_COLOUR),
+                edgecolor="#333333", linewidth=0.6, zorder=3,
+                gid=f"attempt:{row.position}:{row.attempt}:{row.outcome}"))
+            legend.outcome(row.outcome)
+            last_end, last_real_end = start + drawn, x(row.ended_at)
+            if _finite(row.delay) and row.delay > 0:
+                ax.add_line(Line2D([x(row.ended_at), x(row.ended_at + row.delay)], [y, y],
+                                   color=BACKOFF_COLOUR, linewidth=1.4, zorder=2,
+                                   marker="|", markevery=[1], markersize=7,
+                                   gid=f"backoff:{row.position}:{row.attempt}"))
+                legend.add("backoff")
+
+    if WAIT_LANE in lane_of:
+        y = lane_of[WAIT_LANE]
+        for wait in waits(run.history):
+            start = x(wait.start)
+            end = span * 1.03 if wait.end is None else x(wait.end)   # open: to the edge
+            style = WAIT_STYLES[wait.kind]
+            ax.add_patch(Rectangle(
+                (start, y - 0.3), max(end - start, min_width), 0.6, facecolor="white",
+                edgecolor=WAIT_COLOUR, hatch=style["hatch"], linewidth=1.0,
+                linestyle="--" if wait.open else "-", zorder=2,
+                gid=f"wait:{wait.kind}:{wait.name}"))
+            if wait.end is None:     # an arrow: it goes on past the edge of the picture
+                ax.plot([end], [y], marker=">", markersize=7, color=WAIT_COLOUR, zorder=4,
+                        clip_on=False)
+            legend.add(wait.kind)
+            if end - start > char * (len(wait.label) + 2):   # only a label that fits
+                ax.text((start + end) / 2, y, wait.label, ha="center", va="center",
+                        fontsize=_FONT - 0.5, zorder=6, clip_on=True,
+                        bbox={"boxstyle": "round,pad=0.15", "facecolor": "white",
+                              "edgecolor": "none"})
+
+    strip, bottom = -1.0, max(len(names), 1) - 0.45
+    if len(run.crashes):
+        bottom += 0.6        # a row under the lanes for the crash labels
+    placed = []              # label extents; the run's own crashes get labels first
+    crashes = run.crashes.assign(other=run.crashes.run_id != run.run_id)
+    for crash in crashes.sort_values(["other", "crashed_at"], kind="stable").itertuples():
+        at = x(crash.crashed_at)
+        ax.axvline(at, color=CRASH_COLOUR, linestyle="--", linewidth=1.1, zorder=5,
+                   gid=f"crash:{crash.point}")
+        text = "crash (other run)" if crash.other else f"crash: {crash.point}"
+        extent = (at - char * (len(text) + 2), at + char * (len(text) + 2))
+        if not any(lo < extent[1] and extent[0] < hi for lo, hi in placed):
+            _label(ax, at, bottom - 0.3, text, span, char, color=CRASH_COLOUR, zorder=5)
+            placed.append(extent)   # both sides: _label may flip it left of the line
+        legend.add("crash")
+
+    _draw_wakeups(ax, run.wakeups, x, strip, span, width)
+    if len(run.wakeups):
+        legend.add("wakeup")
+
+    ax.set_yticks(range(len(names)), [_short(n) for n in names], fontsize=_FONT + 0.5)
+    ax.set_ylim(bottom, strip - 0.6)
+    ax.tick_params(axis="y", length=0)
+    ax.tick_params(axis="x", labelsize=_FONT + 0.5)
+    ax.text(-0.005, strip, "wake-ups", transform=blended_transform_factory(ax.transAxes,
+            ax.transData), ha="right", va="center", fontsize=_FONT, color=WAKEUP_COLOUR)
+    ax.axhline(strip + 0.5, color="#dddddd", linewidth=0.8, zorder=1)
+    ax.grid(axis="x", color="#eeeeee", zorder=0)
+    ax.set_axisbelow(True)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    ax.set_title(f"{run.run_id} · {run.status}", loc="left", fontsize=10)
+    source = getattr(run, "source", "durablelab")
+    ax.set_title(_short(str(run.workflow).rpartition(":")[2], 40)
+                 + ("" if source == "durablelab" else f" · from {source}"), loc="right",
+                 fontsize=_FONT, color="#666666")
+    if not names:
+        ax.text(0.5, 0.3, "no activities or waits recorded", transform=ax.transAxes,
+                ha="center", va="center", fontsize=_FONT + 1, color="#666666")
+
+
+def _draw_wakeups(ax, wakeups, x, y, span, width):
+    """Wake-up marks on the strip; nearby ones share one label, and a label that would run
+    into the previous one is left out (the mark stays)."""
+    char = _char_width(span, width)
+    clusters = []
+    for row in wakeups.sort_values("woke_at", kind="stable").itertuples(index=False):
+        at = x(row.woke_at)
+        ax.plot([at], [y], marker="v", markersize=6, color=WAKEUP_COLOUR, linestyle="none",
+                zorder=4, gid=f"wakeup:{row.reason}")
+        if clusters and at - clusters[-1][1] < 3 * char:
+            clusters[-1][1] = at
+            clusters[-1][2].append(row)
+        else:
+            clusters.append([at, at, [row]])
+    label_end = -math.inf
+    for first, at, rows in clusters:
+        if len(rows) <= 2:
+            text = " · ".join(f"↻{r.replayed} +{r.recorded}" for r in rows)
+        else:
+            text = (f"{len(rows)}× ↻{sum(r.replayed for r in rows)} "
+                    f"+{sum(r.recorded for r in rows)}")
+        if first - char < label_end:
+            continue
+        _label(ax, at, y, text, span, char, color=WAKEUP_COLOUR, zorder=4)
+        label_end = at + char * (len(text) + 2)
+
+
+def _label(ax, at, y, text, span, char, **style):
+    """A small label right of `at`, or left of it where it would run off the axis."""
+    right = at + char * (len(text) + 2) <= span * 1.03
+    gap = 1.5 * char
+    ax.text(at + gap if right else at - gap, y, text, ha="left" if right else "right",
+            va="center", fontsize=_FONT - 0.5, **style)
+
+
+class _Legend:
+    """Collects what a figure shows, then draws one legend listing only that."""
+
+    def __init__(self):
+        self.outcomes, self.others = set(), set()
+
+    def outcome(self, outcome):
+        self.outcomes.add(outcome if outcome in PALETTE else "other")
+
+    def add(self, what):
+        self.others.add(what)
+
+    def draw(self, fig, width):
+        handles = [Patch(facecolor=PALETTE[o], edgecolor="#333333", linewidth=0.6,
+                         label=OUTCOME_LABELS[o]) for o in PALETTE if o in self.outcomes]
+        if "other" in self.outcomes:
+            handles.append(Patch(facecolor=UNKNOWN_COLOUR, edgecolor="#333333", label="other"))
+        for kind, style in WAIT_STYLES.items():
+            if kind in self.others:
+                handles.append(Patch(facecolor="white", edgecolor=WAIT_COLOUR,
+                                     hatch=style["hatch"], label=style["label"]))
+        if "backoff" in self.others:
+            handles.append(Line2D([], [], color=BACKOFF_COLOUR, linewidth=1.4, marker="|",
+                                  markersize=7, label=LABELS["backoff"]))
+        if "crash" in self.others:
+            handles.append(Line2D([], [], color=CRASH_COLOUR, linestyle="--",
+                                  label=LABELS["crash"]))
+        if "wakeup" in self.others:
+            handles.append(Line2D([], [], color=WAKEUP_COLOUR, marker="v", linestyle="none",
+                                  label=LABELS["wakeup"]))
+        if handles:
+            fig.legend(handles=handles, loc="outside lower center", fontsize=_FONT,
+                       ncol=min(len(handles), max(2, int(width / 1.8))), frameon=False)
+
+
+def _lanes(run) -> list[str]:
+    """Activity names in order of first position, then the waits lane if there are waits."""
+    attempts = activity_attempts(run)
+    names = list(dict.fromkeys(attempts.sort_values("position", kind="stable").activity))
+    if run.history.kind.isin(list(_WAIT_STARTS)).any():
+        names.append(WAIT_LANE)
+    return names
+
+
+def _times(run) -> list[float]:
+    times = [run.started_at, run.ended_at]
+    attempts = activity_attempts(run)
+    times += list(attempts.started_at) + list(attempts.ended_at)
+    times += list(attempts.ended_at + attempts.delay.fillna(0))
+    times += list(run.history.get("recorded_at", [])) + list(run.wakeups.woke_at)
+    times += list(run.crashes.crashed_at)
+    return [float(t) for t in times if t is not None and _finite(t)]
+
+
+def _origin(run) -> float:
+    times = _times(run)
+    return min(times) if times else 0.0
+
+
+def _latest(run) -> float:
+    times = _times(run)
+    latest = max(times) if times else 0.0
+    for wait in waits(run.history):
+        if wait.end is not None:
+            latest = max(latest, wait.end)   # an open wait runs on to its deadline
+    return latest
+
+
+def _finite(value) -> bool:
+    try:
+        return value is not None and not pd.isna(value) and math.isfinite(float(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def duration_text(seconds: float) -> str:
+    """A duration in its largest whole unit: 3600 -> '1 h', 90 -> '1.5 min'."""
+    seconds = float(seconds)
+    name, size = next(((n, s) for n, s in reversed(UNITS) if abs(seconds) >= s), UNITS[0])
+    value = seconds / size
+    text = f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+    return f"{text} {'day' if text == '1' and name == 'days' else name}"
+
+
+def _char_width(span: float, width: float) -> float:
+    """The width of one label character in x units, for an axes about 80% of `width`."""
+    return _FONT * 0.6 / 72 / (0.8 * width) * span
+
+
+def _short(text: str, limit: int = 24) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def compare_plot(frame: pd.DataFrame, metrics=None, *, width=None) -> Figure:
+    """Small bar charts comparing runs, one chart per metric, runs on the x axis.
+
+    Args:
+        frame: one row per run, such as `dl.compare(runs)` returns; runs are named by a
+            `run_id` column if there is one, else by the index.
+        metrics: the columns to chart; default every numeric (non-boolean) column that
+            has a value.
+        width: figure width in inches (default 9).
+    """
+    if "run_id" in frame.columns:
+        frame = frame.set_index("run_id")
+    if metrics is None:
+        metrics = [c for c in frame.columns if pd.api.types.is_numeric_dtype(frame[c])
+                   and not pd.api.types.is_bool_dtype(frame[c]) and frame[c].notna().any()]
+    else:
+        metrics = [metrics] if isinstance(metrics, str) else list(metrics)
+        missing = [m for m in metrics if m not in frame.columns]
+        if missing:
+            raise KeyError(f"compare_plot: no column {missing[0]!r} in the frame (columns: "
+                           f"{', '.join(map(str, frame.columns))})")
+    if not metrics:
+        raise ValueError(f"compare_plot: the frame has no numeric column to chart (columns: "
+                         f"{', '.join(map(str, frame.columns))}); name them with metrics=[...]")
+    width = 9.0 if width is None else float(width)
+    ncols = min(3, len(metrics))
+    nrows = math.ceil(len(metrics) / ncols)
+    fig = Figure(figsize=(width, 0.4 + 2.3 * nrows), layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+    names = [_short(str(i), 16) for i in frame.index]
+    slanted = sum(map(len, names)) > 30 * ncols / 3
+    for ax, metric in zip(axes, metrics):
+        values = pd.to_numeric(frame[metric], errors="coerce")
+        # One neutral colour: the outcome colours mean something else in the timeline.
+        bars = ax.bar(range(len(values)), values.fillna(0), color=WAIT_COLOUR,
+                      edgecolor="#333333", linewidth=0.6)
+        ax.bar_label(bars, labels=["–" if pd.isna(v) else f"{v:,.4g}" for v in values],
+                     fontsize=_FONT - 0.5, padding=2)
+        ax.set_title(str(metric).replace("_", " "), fontsize=10)
+        ax.set_xticks(range(len(names)), names, fontsize=_FONT, rotation=30 if slanted else 0,
+                      ha="right" if slanted else "center", rotation_mode="anchor")
+        if values.dropna().mod(1).eq(0).all():
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.tick_params(axis="y", labelsize=_FONT)
+        ax.margins(y=0.18)
+        for side in ("top", "right"):
+            ax.spines[side].set_visible(False)
+    for ax in axes[len(metrics):]:
+        ax.set_visible(False)
+    return fig

@@ -1,0 +1,371 @@
+"""Timeline, comparison plot and the notebook card of a Run.
+
+The figures are checked through their artists, never their pixels: which lanes exist, one
+bar per attempt in its outcome's colour, a backoff line per retry wait, a vertical line per
+crash, a legend that lists only what is drawn, and an axis unit that follows the span."""
+
+import dataclasses
+import io
+
+import pandas as pd
+import pytest
+from matplotlib import _pylab_helpers
+from matplotlib.colors import to_rgba
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Rectangle
+from matplotlib.text import Text
+
+import durablelab as dl
+from durablelab.run import ATTEMPT_COLUMNS, CRASH_COLUMNS, HISTORY_COLUMNS, WAKEUP_COLUMNS, Run
+from durablelab.viz.plots import OUTCOME_LABELS, PALETTE, WAIT_LANE, time_unit
+
+DAY = 86400.0
+POLICY = dl.RetryPolicy(max_attempts=5, initial=2.0, backoff=2.0, jitter="none")
+
+
+def echo(value):
+    return value
+
+
+def story(ctx, vendor):
+    """Two retried activities, a timer, a signal wait, and an activity the worker dies in."""
+    ctx.activity("fetch", echo, vendor, policy=POLICY)
+    ctx.activity("charge", echo, vendor, policy=POLICY)
+    ctx.sleep(3600)
+    decision = ctx.wait_signal("approval", timeout=DAY)
+    ctx.activity("notify", echo, decision, policy=POLICY)
+    return {"vendor": vendor, "decision": decision}
+
+
+STORY_FAULTS = [dl.faults.ServerError("fetch", attempts=[1, 2]),
+                dl.faults.RateLimit("charge", attempts=[1], retry_after=30),
+                dl.faults.Crash("notify", point="after_effect")]
+
+
+@pytest.fixture(scope="module")
+def story_run():
+    engine = dl.Engine()
+    run_id = engine.start(story, "v-42", run_id="story", faults=STORY_FAULTS, seed=3)
+    engine.advance(5400)                      # the approval comes after 1.5 h
+    engine.signal(run_id, "approval", {"approved": True}, signal_id="click-1")
+    engine.run_until_idle()
+    run = engine.run(run_id)
+    engine.close()
+    assert run.status == "completed"
+    return run
+
+
+def one_run(workflow, input=None, faults=None, run_id="run", signal=None):
+    engine = dl.Engine()
+    engine.start(workflow, input, run_id=run_id, faults=faults)
+    if signal is not None:
+        engine.advance(signal[0])
+        engine.signal(run_id, signal[1], signal[2])
+    engine.run_until_idle()
+    run = engine.run(run_id)
+    engine.close()
+    return run
+
+
+def empty_run(**changes):
+    frame = lambda columns: pd.DataFrame(columns=columns)  # noqa: E731
+    run = Run(run_id="empty", workflow="tests:nothing", status="running", input=None,
+              result=None, error=None, seed=0, started_at=0.0, ended_at=None,
+              parent_run_id=None, history=frame(HISTORY_COLUMNS),
+              attempts=frame(ATTEMPT_COLUMNS), wakeups=frame(WAKEUP_COLUMNS),
+              crashes=frame(CRASH_COLUMNS))
+    return dataclasses.replace(run, **changes)
+
+
+def artists(fig, kind, prefix):
+    """The artists of type `kind` whose gid starts with `prefix`, in drawing order."""
+    return [a for a in fig.findobj(kind) if (a.get_gid() or "").startswith(prefix)]
+
+
+def legend_labels(fig):
+    return [t.get_text() for legend in fig.findobj(lambda a: hasattr(a, "get_texts")
+                                                   and hasattr(a, "legend_handles"))
+            for t in legend.get_texts()]
+
+
+def unit_of(fig):
+    return fig.axes[-1].get_xlabel().rsplit("(", 1)[1].rstrip(")")
+
+
+def render(fig):
+    """Draw the figure for real (layout included) so a broken artist fails here."""
+    fig.savefig(io.BytesIO(), format="png", dpi=50)
+
+
+# --- timeline -------------------------------------------------------------------------------
+
+def test_timeline_is_a_figure_made_without_pyplot(story_run):
+    managers = _pylab_helpers.Gcf.get_num_fig_managers()
+    fig = dl.viz.timeline([story_run])
+    assert type(fig) is Figure
+    assert _pylab_helpers.Gcf.get_num_fig_managers() == managers
+    render(fig)
+
+
+def test_run_timeline_works_on_every_call(story_run):
+    # The entry point and the drawing module must not shadow each other:
+    # both entry points must keep working after the first call.
+    for _ in range(2):
+        assert isinstance(story_run.timeline(), Figure)
+        assert isinstance(dl.viz.timeline(story_run), Figure)
+
+
+def test_one_lane_per_activity_in_order_of_position_plus_one_for_waits(story_run):
+    fig = dl.viz.timeline(story_run)
+    (ax,) = fig.axes
+    lanes = [label.get_text() for label in ax.get_yticklabels()]
+    assert lanes == ["fetch", "charge", "notify", WAIT_LANE]
+
+
+def test_each_attempt_is_one_bar_in_its_outcome_colour(story_run):
+    fig = dl.viz.timeline(story_run)
+    bars = artists(fig, Rectangle, "attempt:")
+    attempts = story_run.attempts
+    assert list(attempts.outcome) == ["transient", "transient", "ok", "rate_limited", "ok",
+                                      "crashed", "ok"]
+    assert len(bars) == len(attempts)
+    drawn = sorted((b.get_gid(), b.get_facecolor()) for b in bars)
+    expected = sorted((f"attempt:{r.position}:{r.attempt}:{r.outcome}", to_rgba(PALETTE[r.outcome]))
+                      for r in attempts.itertuples())
+    assert drawn == expected
+
+
+def test_zero_length_attempts_are_still_visible(story_run):
+    assert (story_run.attempts.started_at == story_run.attempts.ended_at).all()  # virtual time
+    fig = dl.viz.timeline(story_run)
+    ax = fig.axes[0]
+    span = ax.get_xlim()[1] - ax.get_xlim()[0]
+    assert all(bar.get_width() >= 0.005 * span for bar in artists(fig, Rectangle, "attempt:"))
+
+
+def test_backoffs_are_lines_from_the_failed_attempt_to_the_retry(story_run):
+    fig = dl.viz.timeline(story_run)
+    backoffs = {line.get_gid(): list(line.get_xdata()) for line in artists(fig, Line2D, "backoff:")}
+    # the axis is in minutes (the run spans 1.5 h); fetch waits 2 s then 4 s, charge 30 s.
+    assert unit_of(fig) == "min"
+    assert backoffs == {"backoff:1:1": [0.0, 2 / 60], "backoff:1:2": [2 / 60, 6 / 60],
+                        "backoff:2:1": [6 / 60, 36 / 60]}
+
+
+def test_timer_and_signal_wait_are_hatched_spans_in_the_waits_lane(story_run):
+    fig = dl.viz.timeline(story_run)
+    (timer,) = artists(fig, Rectangle, "wait:timer:")
+    (signal,) = artists(fig, Rectangle, "wait:signal:approval")
+    assert timer.get_hatch() and signal.get_hatch() and timer.get_hatch() != signal.get_hatch()
+    assert timer.get_x() == pytest.approx(36 / 60) and timer.get_width() == pytest.approx(60)
+    assert signal.get_x() + signal.get_width() == pytest.approx(90)
+    assert {"durable timer", "signal wait"} <= set(legend_labels(fig))
+
+
+def test_a_crash_is_a_vertical_line_at_crashed_at(story_run):
+    fig = dl.viz.timeline(story_run)
+    (crash,) = story_run.crashes.itertuples()
+    (line,) = artists(fig, Line2D, "crash:")
+    assert line.get_gid() == "crash:after_effect"
+    assert list(line.get_xdata()) == [crash.crashed_at / 60] * 2
+    assert tuple(line.get_ydata()) == (0, 1)      # axes fraction: across every lane
+    assert "worker crash" in legend_labels(fig)
+
+
+def test_a_crash_during_a_backoff_is_a_line_not_an_attempt():
+    def wf(ctx, _):
+        return ctx.activity("pay", echo, 1, policy=dl.RetryPolicy(initial=60.0, jitter="none"))
+    run = one_run(wf, faults=[dl.faults.ServerError("pay", attempts=[1]),
+                              dl.faults.Crash("pay", point="during_wait")])
+    assert list(run.attempts.outcome) == ["transient", "ok"]      # a wait is no attempt
+    fig = dl.viz.timeline(run)
+    bars = [bar.get_gid() for bar in artists(fig, Rectangle, "attempt:")]
+    assert bars == ["attempt:1:1:transient", "attempt:1:2:ok"]
+    (line,) = artists(fig, Line2D, "crash:during_wait")
+    assert list(line.get_xdata()) == [30.0, 30.0]        # halfway through the 60 s backoff
+    assert "crashed" not in legend_labels(fig)
+
+
+def test_each_wake_up_is_a_mark_on_the_top_strip_with_replay_counts(story_run):
+    fig = dl.viz.timeline(story_run)
+    marks = artists(fig, Line2D, "wakeup:")
+    assert [m.get_gid() for m in marks] == [f"wakeup:{r}" for r in story_run.wakeups.reason]
+    texts = {t.get_text() for t in fig.findobj(Text)}
+    last = story_run.wakeups.iloc[-1]
+    assert any(f"↻{last.replayed} +{last.recorded}" in text for text in texts)
+
+
+def test_legend_lists_exactly_the_outcomes_present(story_run):
+    labels = legend_labels(dl.viz.timeline(story_run))
+    outcomes = [label for label in labels if label in OUTCOME_LABELS.values()]
+    assert outcomes == ["ok", "transient", "rate limited", "crashed"]
+
+    def clean(ctx, _):
+        return ctx.activity("only", echo, 1)
+    labels = legend_labels(dl.viz.timeline(one_run(clean)))
+    assert [label for label in labels if label in OUTCOME_LABELS.values()] == ["ok"]
+    assert "worker crash" not in labels and "durable timer" not in labels
+
+
+def test_non_retryable_failure_is_drawn_in_its_colour():
+    def fails(_):
+        raise PermissionError("no access to <ledger>")
+
+    def wf(ctx, _):
+        return ctx.activity("post", fails, None, policy=POLICY)
+    run = one_run(wf, faults=[dl.faults.ServerError("post", attempts=[1])])
+    fig = dl.viz.timeline(run)
+    colours = [bar.get_facecolor() for bar in artists(fig, Rectangle, "attempt:")]
+    assert colours == [to_rgba(PALETTE["transient"]), to_rgba(PALETTE["non_retryable"])]
+
+
+@pytest.mark.parametrize("seconds, unit", [(30, "s"), (20 * 60, "min"), (5 * 3600, "h"),
+                                           (3 * DAY, "days")])
+def test_x_axis_unit_follows_the_span(seconds, unit):
+    def wf(ctx, _):
+        ctx.sleep(seconds)
+        return ctx.activity("after", echo, 1)
+    fig = dl.viz.timeline(one_run(wf))
+    assert fig.axes[0].get_xlabel() == f"virtual time ({unit})"
+
+
+def test_three_day_signal_wait_is_in_days():
+    def wf(ctx, _):
+        return ctx.wait_signal("approval", deadline=ctx.now() + 3 * DAY)
+    run = one_run(wf)
+    assert run.result is None                     # timed out after three days
+    fig = dl.viz.timeline(run)
+    assert unit_of(fig) == "days"
+    (wait,) = artists(fig, Rectangle, "wait:signal:approval")
+    assert wait.get_width() == pytest.approx(3)
+
+
+def test_two_runs_are_two_axes_sharing_x_titled_with_id_and_status(story_run):
+    def short(ctx, _):
+        return ctx.activity("quick", echo, 1)
+    other = one_run(short, run_id="quick-run")
+    fig = dl.viz.timeline([story_run, other], title="two runs")
+    top, bottom = fig.axes
+    assert top.get_shared_x_axes().joined(top, bottom)
+    assert top.get_title(loc="left") == "story · completed"
+    assert bottom.get_title(loc="left") == "quick-run · completed"
+    assert [t.get_text() for t in bottom.get_yticklabels()] == ["quick"]
+    render(fig)
+
+
+def test_run_without_attempts_renders_its_waits():
+    def wf(ctx, _):
+        ctx.sleep(30)
+    fig = dl.viz.timeline(one_run(wf))
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == [WAIT_LANE]
+    assert artists(fig, Rectangle, "attempt:") == []
+    render(fig)
+
+
+def test_run_with_empty_frames_renders():
+    fig = dl.viz.timeline(empty_run())
+    (ax,) = fig.axes
+    assert list(ax.get_yticklabels()) == []
+    assert ax.get_title(loc="left") == "empty · running"
+    render(fig)
+
+
+def test_open_signal_wait_without_deadline_runs_to_the_edge():
+    def wf(ctx, _):
+        return ctx.wait_signal("go")
+    engine = dl.Engine()
+    engine.start(wf, None, run_id="open")
+    engine.advance(60)
+    fig = dl.viz.timeline(engine.run("open"))
+    (wait,) = artists(fig, Rectangle, "wait:signal:go")
+    assert wait.get_x() + wait.get_width() == pytest.approx(fig.axes[0].get_xlim()[1])
+    render(fig)
+
+
+def test_imported_run_shows_its_notes_as_a_caption(story_run):
+    note = "Temporal records only the last attempt of each activity"
+    imported = dataclasses.replace(story_run, source="temporal", notes=(note,))
+    fig = dl.viz.timeline(imported)
+    assert f"Note: {note}" in {t.get_text() for t in fig.findobj(Text)}
+    assert fig.axes[0].get_xlabel() == "time (min)"   # not the engine's virtual clock
+    render(fig)
+
+
+def test_timeline_without_runs_says_what_to_pass():
+    with pytest.raises(ValueError, match="no runs to draw"):
+        dl.viz.timeline([])
+
+
+def test_time_unit_boundaries():
+    assert [time_unit(s)[0] for s in (30, 119, 120, 7199, 7200, 2 * DAY)] == \
+        ["s", "s", "min", "min", "h", "days"]
+
+
+# --- compare_plot ---------------------------------------------------------------------------
+
+METRICS = pd.DataFrame({"run_id": ["jitter", "no-jitter"], "status": ["completed", "failed"],
+                        "attempts": [7, 12], "retries": [3, 8], "virtual_duration": [95.5, 41.0],
+                        "ok": [True, False]})
+
+
+def test_compare_plot_draws_one_chart_per_numeric_metric_with_runs_on_x():
+    fig = dl.viz.compare_plot(METRICS)
+    visible = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in visible] == ["attempts", "retries", "virtual duration"]
+    for ax, metric in zip(visible, ["attempts", "retries", "virtual_duration"]):
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["jitter", "no-jitter"]
+        assert [bar.get_height() for bar in ax.patches] == list(METRICS[metric])
+    render(fig)
+
+
+def test_compare_plot_takes_chosen_metrics_and_an_index_of_run_ids():
+    fig = dl.viz.compare_plot(METRICS.set_index("run_id"), metrics=["retries"])
+    (ax,) = fig.axes
+    assert ax.get_title() == "retries"
+    with pytest.raises(KeyError, match="no column 'tokens'"):
+        dl.viz.compare_plot(METRICS, metrics=["tokens"])
+    with pytest.raises(ValueError, match="no numeric column"):
+        dl.viz.compare_plot(METRICS[["run_id", "status"]])
+
+
+# --- run_html -------------------------------------------------------------------------------
+
+def test_html_card_shows_status_counts_and_result(story_run):
+    html = story_run._repr_html_()
+    assert "story" in html and "completed" in html and "test_viz:story" in html
+    assert "7 attempts: 3 ok · 2 transient · 1 rate limited · 1 crashed" in html
+    assert ">retries</td><td" in html and ">3</td>" in html
+    assert "7 events" in html                       # a wait records its start and end
+    assert html == dl.viz.run_html(story_run)       # deterministic
+
+
+def test_html_escapes_a_result_containing_script():
+    def wf(ctx, _):
+        return {"note": "<script>alert('x')</script>" + "y" * 500}
+    html = one_run(wf)._repr_html_()
+    assert "<script>" not in html
+    assert "&lt;script&gt;" in html
+    assert "…" in html                              # a long result is cut short
+
+
+def test_html_shows_error_class_and_folds_the_rest_of_the_message():
+    def fails(_):
+        raise ValueError("bad <vendor>\nline two")
+
+    def wf(ctx, _):
+        return ctx.activity("check", fails, None)
+    run = one_run(wf)
+    assert run.status == "failed"
+    html = run._repr_html_()
+    assert "ActivityFailed</span>" in html
+    assert "failed</span>" in html
+    assert "bad &lt;vendor&gt;" in html and "<vendor>" not in html
+    first, _, rest = html.partition("<details")
+    assert "line two" not in first and "line two" in rest
+
+
+def test_html_of_an_empty_imported_run_shows_its_notes():
+    html = empty_run(source="temporal", notes=("only <last> attempts",))._repr_html_()
+    assert "from temporal" in html and "Note: only &lt;last&gt; attempts" in html
+    assert "0 attempts" in html and "0 events" in html
