@@ -4,6 +4,8 @@
     durablelab demo             run the vendor onboarding example, crash it, recover it
     durablelab runs DB          list the runs in a DuckDB file
     durablelab show RUN --db DB one run: status, result or error, history, attempts
+    durablelab timeline RUN --db DB -o FILE.png
+                                draw one run's timeline to an image
 """
 
 from __future__ import annotations
@@ -86,6 +88,20 @@ def _show(args) -> int:
     return 0
 
 
+def _timeline(args) -> int:
+    """Draw one run's timeline (attempts, waits, crashes, wake-ups) to an image file."""
+    engine = _open(args.db)
+    try:
+        run = engine.run(args.run)
+    except KeyError as exc:
+        raise SystemExit(f"durablelab: {exc}") from None
+    finally:
+        engine.close()
+    run.timeline().savefig(args.output, dpi=args.dpi, bbox_inches="tight")
+    print(f"wrote {args.output}")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="durablelab", description=__doc__.split("\n\n")[0])
     sub = top.add_subparsers(dest="command", required=True)
@@ -101,6 +117,12 @@ def parser() -> argparse.ArgumentParser:
     show.add_argument("run", help="the run id")
     show.add_argument("--db", required=True, help="a DuckDB file written by dl.Engine(path)")
     show.set_defaults(handler=_show)
+    timeline = sub.add_parser("timeline", help=_timeline.__doc__)
+    timeline.add_argument("run", help="the run id")
+    timeline.add_argument("--db", required=True, help="a DuckDB file written by dl.Engine(path)")
+    timeline.add_argument("-o", "--output", required=True, help="the image to write (.png, .svg)")
+    timeline.add_argument("--dpi", type=int, default=110, help="resolution of a bitmap image")
+    timeline.set_defaults(handler=_timeline)
     return top
 
 

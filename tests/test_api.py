@@ -50,7 +50,7 @@ def test_readme_commands_are_what_ci_runs():
 
 def test_every_cli_command_has_help():
     commands = cli.parser()._subparsers._group_actions[0].choices
-    assert set(commands) == {"lab", "demo", "runs", "show"}
+    assert set(commands) == {"lab", "demo", "runs", "show", "timeline"}
     for name, sub in commands.items():
         assert sub.format_help()
     for name in commands:
@@ -75,3 +75,7 @@ def test_cli_runs_and_show_read_a_file(db_path, capsys):
     assert cli.main(["show", "r-cli", "--db", db_path]) == 0
     out = capsys.readouterr().out
     assert "completed" in out and "hello" in out
+    image = db_path + ".png"
+    assert cli.main(["timeline", "r-cli", "--db", db_path, "-o", image]) == 0
+    with open(image, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
