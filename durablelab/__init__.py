@@ -19,6 +19,7 @@ a replay, not a repeated side effect.
 from . import faults, sim, viz
 from .clock import VirtualClock, WallClock
 from .context import Context, Saga
+from .diagnose import Diagnosis, diagnose
 from .breaker import CircuitBreaker
 from .budget import Budget
 from .engine import Engine
@@ -30,6 +31,7 @@ from .faults import FaultPlan
 from .retry import RetryPolicy, classify, next_delay
 from .run import Run
 from .structured import ask_structured, structured
+from .temporal import TemporalHistoryError, TemporalRunEnded, decode_payloads, load_temporal
 
 __version__ = "0.1.0"
 
@@ -41,4 +43,6 @@ __all__ = [
     "SerializationError", "RunNotFoundError", "RunFinishedError", "DuplicateRunError",
     "StoreLockedError", "StoreFormatError", "BudgetExceeded", "RunTimedOut",
     "FaultPlan", "faults", "viz", "sim", "structured", "ask_structured",
+    "diagnose", "Diagnosis", "load_temporal", "decode_payloads", "TemporalHistoryError",
+    "TemporalRunEnded",
 ]

@@ -19,7 +19,9 @@ def test_public_names_are_pinned():
         "ActivityFailed", "NonDeterminismError", "WorkflowError", "DurableLabError",
         "SerializationError", "RunNotFoundError", "RunFinishedError", "DuplicateRunError",
         "StoreLockedError", "StoreFormatError", "BudgetExceeded", "RunTimedOut",
-        "FaultPlan", "faults", "viz", "sim", "structured", "ask_structured"])
+        "FaultPlan", "faults", "viz", "sim", "structured", "ask_structured",
+        "diagnose", "Diagnosis", "load_temporal", "decode_payloads", "TemporalHistoryError",
+        "TemporalRunEnded"])
 
 
 def test_every_public_callable_has_a_docstring():

@@ -52,8 +52,8 @@ WAIT_LANE = "waits"
 
 # A wait is two events: its start (kind -> how the lane draws it) and one of its ends.
 _WAIT_STARTS = {"sleep": "timer", "wait_signal": "signal"}
-_WAIT_ENDS = {"timer_fired": "sleep", "signal_received": "wait_signal",
-              "signal_timeout": "wait_signal"}
+_WAIT_ENDS = {"timer_fired": "sleep", "timer_canceled": "sleep",   # canceled: Temporal's
+              "signal_received": "wait_signal", "signal_timeout": "wait_signal"}
 _MIN_WIDTH = 0.008       # of the axis span: a 0 s attempt is still a visible bar
 _FONT = 8.0
 

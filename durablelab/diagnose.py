@@ -1,0 +1,430 @@
+"""diagnose(run): why a run is where it is, in one sentence, with the events behind it.
+
+A run's status says *what* it is (waiting, failed); a learner needs *why*: which timer it
+sleeps on and until when, which signal it waits for and whether anything will ever end the
+wait, which retry it is backing off from, which error ended it, where replay stopped
+matching the code. All of that is already in the run's history and attempts; this module
+reads it back in words. It reads only the `Run` view, so it works the same on a live
+engine's run, on a run loaded from an export, on a `Run` built by hand, and on a history
+imported from Temporal (where the history allows: Temporal does not record signal waits
+or attempts in progress, and the sentence says so rather than guess).
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from .errors import ActivityFailed, NonDeterminismError, WorkflowError
+
+#: Every state `diagnose` can report.
+STATES = ("completed", "continued", "failed", "workflow_error", "diverged", "waiting_timer",
+          "waiting_signal", "backoff", "running")
+_ENDS = {"sleep": ("timer_fired", "timer_canceled"),
+         "wait_signal": ("signal_received", "signal_timeout")}
+_SHORT_FIX = {
+    "different_call": "restore the old step for runs recorded before the change, or guard "
+                      "the change with `if ctx.patched(\"<change-id>\"):`",
+    "different_arguments": "build the arguments only from the input and recorded results, or "
+                           "guard the change with `if ctx.patched(\"<change-id>\"):`",
+    "history_not_consumed": "keep the removed step for runs that recorded it, behind "
+                            "`if ctx.patched(\"<change-id>\"):`"}
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """Why one run is where it is. `str(d)` is the sentence.
+
+    Attributes: `state` (one of `STATES`), `sentence`, `events` (the history rows behind
+    it), `attempts` (the attempt rows of the activity concerned, if any), `at` (when it
+    ended), `since` (when the current wait or backoff began), `until` (when it ends: a
+    timer's firing, a signal's deadline, the next attempt), and `facts` (the details as
+    plain values: activity, attempt, max_attempts, position, error_class, ...). Times are
+    seconds on the run's clock; the sentence gives them relative to the run's start.
+    """
+
+    run_id: str
+    state: str
+    sentence: str
+    events: pd.DataFrame
+    attempts: pd.DataFrame
+    at: float | None = None
+    since: float | None = None
+    until: float | None = None
+    facts: dict = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return self.sentence
+
+    def __repr__(self) -> str:
+        lines = [f"Diagnosis(run {self.run_id!r}: {self.state})", f"  {self.sentence}"]
+        for row in self.events.itertuples(index=False):
+            lines.append(f"  #{row.position} {row.kind} {row.name!r}"
+                         f"{'' if row.ok in (True, None) else ' (failed)'}"
+                         f" at {_human(row.recorded_at)}")
+        for row in self.attempts.itertuples(index=False):
+            lines.append(f"  attempt {row.attempt}: {row.outcome}"
+                         f"{f' ({row.error})' if isinstance(row.error, str) else ''}")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        parts = [f"<p><b>{html.escape(self.state)}</b>: {html.escape(self.sentence)}</p>"]
+        for title, frame in (("events", self.events), ("attempts", self.attempts)):
+            if len(frame):
+                cells = frame.astype(str).apply(lambda column: column.str.slice(0, 80))
+                parts.append(f"<details open><summary>{title}</summary>"
+                             f"{cells.to_html(index=False)}</details>")
+        return "\n".join(parts)
+
+
+def diagnose(run) -> Diagnosis:
+    """Why `run` is where it is: one sentence plus the events behind it.
+
+    Use it when a status is not enough: ``print(dl.diagnose(engine.run(run_id)))``. It
+    reads only the `Run` (history, attempts, wake-ups, error), so it needs no engine.
+
+    Cases, by `state`: completed (its result), continued (as which run), failed (the error
+    and, for an activity, its attempt history), workflow_error (workflow code raised, and
+    where), diverged (parked on a version mismatch: position, recorded versus requested,
+    the fix), waiting_timer (until when), waiting_signal (which, since when, its deadline
+    or none), backoff (attempt n of m, the next attempt), running (work due now, or an
+    activity in flight). Returns a `Diagnosis`.
+    """
+    if run.status == "completed":
+        return _completed(run)
+    if run.status == "continued":
+        return _continued(run)
+    if run.status == "diverged":
+        return _diverged(run)
+    if run.status == "failed":
+        return _failed(run)
+    if getattr(run, "source", "durablelab") == "temporal":
+        found = _temporal_task_trouble(run)
+        if found is not None:
+            return found
+    return _unfinished(run)
+
+
+# --- ended runs ------------------------------------------------------------------------------
+
+
+def _completed(run) -> Diagnosis:
+    return _make(run, "completed", f"Completed {_rel(run, run.ended_at)} with result "
+                 f"{_short(run.result)}.", run.history.tail(1), at=run.ended_at,
+                 result=run.result)
+
+
+def _continued(run) -> Diagnosis:
+    after = (run.result or {}).get("continued_as") if isinstance(run.result, dict) else None
+    return _make(run, "continued", f"Continued as new run {after!r} {_rel(run, run.ended_at)}, "
+                 f"after {len(run.history)} events; that run carries on from here.",
+                 run.history.tail(1), at=run.ended_at, continued_as=after)
+
+
+def _failed(run) -> Diagnosis:
+    error, at = run.error, run.ended_at
+    if isinstance(error, ActivityFailed):
+        attempts = run.attempts[run.attempts.position == error.position]
+        tried = ", ".join(f"{a.attempt if not pd.isna(a.attempt) else '?'}: {a.outcome}"
+                          for a in attempts.itertuples(index=False)) or "none recorded"
+        cause = _cause(error.cause_class, error.cause_message)
+        if getattr(run, "source", "") == "temporal":
+            sentence = (f"Failed {_rel(run, at)}: activity {error.activity!r} (position "
+                        f"{error.position}) failed for good on attempt {error.attempts} "
+                        f"[{tried}; Temporal's history holds no earlier attempts]: {cause}.")
+        else:
+            why = ("its error is not retryable" if error.error_class == "NonRetryable"
+                   else "its retries are spent")
+            sentence = (f"Failed {_rel(run, at)}: activity {error.activity!r} (position "
+                        f"{error.position}) failed for good after {error.attempts} attempt(s) "
+                        f"[{tried}], {why}: {cause}.")
+        return _make(run, "failed", sentence, _at(run, error.position), attempts, at=at,
+                     activity=error.activity, position=error.position,
+                     attempts=error.attempts, error_class=error.error_class,
+                     cause_class=error.cause_class, message=_first(error.cause_message))
+    if isinstance(error, WorkflowError):
+        where = error.location or "an unknown line"
+        return _make(run, "workflow_error", (
+            f"Failed {_rel(run, at)} because workflow code raised "
+            f"{_cause(error.cause_class, error.cause_message)} at {where}; it is not retried, "
+            f"because the same code would raise again on every replay."),
+            run.history.tail(1), at=at, cause_class=error.cause_class,
+            message=_first(error.cause_message), location=error.location)
+    name = type(error).__name__ if error is not None else "no recorded error"
+    text = _first(getattr(error, "message", None) or str(error or "")).rstrip(".")
+    # A time-out or cancellation often follows an activity that failed: say which.
+    failed = run.history[run.history.kind.eq("activity") & run.history.ok.eq(False)]
+    before, rows = "", run.history.tail(1)
+    if len(failed):
+        last = failed.iloc[-1]
+        before = (f"; the last activity to fail was {last['name']!r} (position "
+                  f"{int(last.position)}, {_cause(last.error_class, _error_of(last))})")
+        rows = pd.concat([failed.tail(1), rows]).drop_duplicates("position")
+    return _make(run, "failed", f"Failed {_rel(run, at)}: {name}"
+                 f"{': ' + text if text else ''}{before}.", rows, at=at,
+                 error_class=name, message=text)
+
+
+def _diverged(run) -> Diagnosis:
+    error = run.error
+    if not isinstance(error, NonDeterminismError):
+        return _make(run, "diverged", "Diverged: replay stopped matching the code, but the "
+                     "run carries no NonDeterminismError to say where.", run.history.tail(0))
+    position, recorded, requested = error.position, error.recorded, error.requested
+    asked = ("the code returned there" if requested is None
+             else f"the code now asks for {_call(requested)}")
+    if error.reason == "different_arguments":
+        asked = "the code now makes that call with different arguments"
+    sentence = (f"Parked on a version mismatch at position {position}: history recorded "
+                f"{_call(recorded)} but {asked}; fix: "
+                f"{_SHORT_FIX.get(error.reason, 'guard the change with ctx.patched()')}, then "
+                f"open an engine with that code to resume it.")
+    return _make(run, "diverged", sentence, _at(run, position), position=position,
+                 recorded=recorded, requested=requested, reason=error.reason,
+                 call_site=error.call_site, hint=error.hint)
+
+
+# --- unfinished runs -------------------------------------------------------------------------
+
+
+def _unfinished(run) -> Diagnosis:
+    history = run.history
+    retry = _pending_retry(run)
+    if retry is not None:
+        return _backoff(run, retry)
+    waits = _open_waits(history)
+    signal = [w for w in waits if w.kind == "wait_signal"]
+    if signal:
+        return _waiting_signal(run, signal[-1])
+    # An activity row without an outcome is still open (only imported histories have one).
+    inflight = history[history.kind.eq("activity") & history.outcome.isna()]
+    timers = [w for w in waits if w.kind == "sleep"]
+    if timers and not len(inflight):
+        return _waiting_timer(run, min(timers, key=lambda w: _deadline(w) or float("inf")),
+                              len(timers))
+    if len(inflight):
+        return _temporal_inflight(run, inflight, timers)
+    if getattr(run, "source", "durablelab") == "temporal":
+        return _make(run, "running", (
+            f"Running: the history ends {_rel(run, _latest(run))} with nothing open that "
+            f"Temporal records (no timer, no activity), so the code is waiting for something "
+            f"the history does not show: a signal, an update or a condition."),
+            history.tail(1), since=_latest(run))
+    if not len(history) and not len(run.wakeups):
+        return _make(run, "running", "Running: started but its code has not run yet; the "
+                     "first wake-up is due now (code runs inside run_until_idle() or "
+                     "advance()).", history, since=run.started_at)
+    last = history.tail(1)
+    where = f"after position {int(last.position.iloc[0])}" if len(last) else "at its start"
+    return _make(run, "running", f"Running {where}: its next step is due now or an activity "
+                 f"attempt is in flight.", last, since=_latest(run))
+
+
+def _pending_retry(run):
+    """The last failed attempt of an activity whose event is not recorded yet, or None."""
+    attempts = run.attempts
+    if not len(attempts) or "delay" not in attempts:
+        return None
+    recorded = set(run.history.position)
+    open_ = attempts[~attempts.position.isin(recorded) & attempts.delay.notna()
+                     & attempts.outcome.ne("crashed")]
+    return None if not len(open_) else open_.iloc[-1]
+
+
+def _backoff(run, last) -> Diagnosis:
+    position, n = int(last.position), int(last.attempt)
+    limit = None if pd.isna(last.max_attempts) else int(last.max_attempts)
+    of = f" of {limit}" if limit else ""
+    next_at = float(last.ended_at) + float(last.delay)
+    rows = run.attempts[(run.attempts.position == position)
+                        & run.attempts.outcome.ne("crashed")]
+    verb = "In retry backoff" if run.status == "waiting" else "Running"
+    tail = (f"attempt {n + 1}{of} is due {_rel(run, next_at)}" if run.status == "waiting" else
+            f"attempt {n + 1}{of} was due {_rel(run, next_at)} and is due now or in flight")
+    sentence = (f"{verb}: activity {last.activity!r} (position {position}) failed attempt "
+                f"{n}{of} ({last.outcome}: {_first(last.error)}); {tail}.")
+    return _make(run, "backoff" if run.status == "waiting" else "running", sentence,
+                 run.history.tail(0), rows, since=float(last.ended_at), until=next_at,
+                 activity=last.activity, position=position, attempt=n, max_attempts=limit,
+                 next_attempt=n + 1, next_attempt_at=next_at)
+
+
+@dataclass
+class _Wait:
+    kind: str
+    row: Any
+
+
+def _open_waits(history: pd.DataFrame) -> list[_Wait]:
+    """Wait starts (sleep, wait_signal) with no end row yet, paired by name in order."""
+    open_: dict[tuple, list] = {}
+    for row in history.itertuples(index=False):
+        if row.kind in _ENDS:
+            open_.setdefault((row.kind, row.name), []).append(row)
+        for kind, ends in _ENDS.items():
+            if row.kind in ends and open_.get((kind, row.name)):
+                open_[(kind, row.name)].pop(0)
+    return sorted((_Wait(kind, row) for (kind, _), rows in open_.items() for row in rows),
+                  key=lambda w: w.row.position)
+
+
+def _deadline(wait: _Wait) -> float | None:
+    value = wait.row.value
+    return value.get("deadline") if isinstance(value, dict) else None
+
+
+def _waiting_timer(run, wait: _Wait, count: int) -> Diagnosis:
+    row, until = wait.row, _deadline(wait)
+    seconds = row.value.get("seconds") if isinstance(row.value, dict) else None
+    temporal = getattr(run, "source", "durablelab") == "temporal"
+    what = (f"ctx.sleep({_human(seconds)})" if not temporal or seconds is None
+            else f"Temporal {row.name} ({_human(seconds)})")
+    more = f" (the first of {count} open timers)" if count > 1 else ""
+    fires = f"fires {_rel(run, until)}" if until is not None else "has no recorded deadline"
+    return _make(run, "waiting_timer", f"Waiting on a durable timer{more}: {what} started "
+                 f"{_rel(run, row.recorded_at)} and {fires}.", _rows(run, [row.position]),
+                 since=row.recorded_at, until=until, seconds=seconds, name=row.name)
+
+
+def _waiting_signal(run, wait: _Wait) -> Diagnosis:
+    row, deadline = wait.row, _deadline(wait)
+    end = (f"its deadline is {_rel(run, deadline)}, when wait_signal returns None"
+           if deadline is not None else "no deadline: it may wait forever")
+    return _make(run, "waiting_signal", f"Waiting for signal {row.name!r} "
+                 f"{_since(run, row.recorded_at)}; {end}.", _rows(run, [row.position]),
+                 since=row.recorded_at, until=deadline, signal=row.name, deadline=deadline)
+
+
+def _temporal_inflight(run, inflight, timers) -> Diagnosis:
+    first = inflight.iloc[0]
+    also = f", and {len(timers)} timer(s) are open" if timers else ""
+    many = f" ({len(inflight)} activities are open)" if len(inflight) > 1 else ""
+    return _make(run, "running", (
+        f"Running: activity {first['name']!r} (position {int(first.position)}) was scheduled "
+        f"{_rel(run, first.recorded_at)} and has not finished{many}{also}; Temporal's history "
+        f"does not show whether it is running, waiting for a worker or backing off between "
+        f"retries."), inflight, since=float(first.recorded_at), activity=first["name"],
+        position=int(first.position))
+
+
+def _temporal_task_trouble(run) -> Diagnosis | None:
+    """An open Temporal run whose last workflow task failed or timed out and no later task
+    started: the code keeps failing (or diverging), or no worker is taking the task."""
+    history = run.history
+    trouble = history[history.kind.isin(["workflow_task_failed", "workflow_task_timed_out"])]
+    if not len(trouble):
+        return None
+    last = trouble.iloc[-1]
+    if (run.wakeups.woke_at > last.recorded_at).any():
+        return None
+    rows = history[history.position == last.position]
+    if last.kind == "workflow_task_timed_out":
+        return _make(run, "running", (
+            f"Running, but stalled: its last workflow task timed out "
+            f"{_rel(run, last.recorded_at)} ({_error_of(last)}) and no worker has started one "
+            f"since; is a worker polling its task queue?"), rows, since=last.recorded_at)
+    if "NonDeterministic" in str(last["name"]):
+        return _make(run, "diverged", (
+            f"Parked on a version mismatch: the last workflow task failed "
+            f"{_rel(run, last.recorded_at)} with a non-determinism error ({_error_of(last)});"
+            f" fix: deploy code that replays this history (guard the change with a version "
+            f"marker: workflow.patched / GetVersion), and the task is retried."), rows,
+            since=last.recorded_at, message=_error_of(last))
+    return _make(run, "workflow_error", (
+        f"Stuck because workflow code keeps raising: the last workflow task failed "
+        f"{_rel(run, last.recorded_at)} with {_cause(last.error_class, _error_of(last))} "
+        f"({last['name']}); Temporal retries the task without recording each retry."), rows,
+        since=last.recorded_at, cause_class=last.error_class, message=_error_of(last))
+
+
+# --- words -----------------------------------------------------------------------------------
+
+
+def _make(run, state, sentence, events, attempt_rows=None, at=None, since=None, until=None,
+          **facts) -> Diagnosis:
+    rows = run.attempts.iloc[0:0] if attempt_rows is None else attempt_rows
+    return Diagnosis(run.run_id, state, sentence, events.reset_index(drop=True),
+                     rows.reset_index(drop=True), at, since, until, facts)
+
+
+def _rows(run, positions) -> pd.DataFrame:
+    return run.history[run.history.position.isin(positions)]
+
+
+def _at(run, position) -> pd.DataFrame:
+    return _rows(run, [position])
+
+
+def _latest(run) -> float:
+    times = [run.started_at, *run.history.recorded_at.dropna(), *run.wakeups.woke_at.dropna()]
+    return float(max(times))
+
+
+def _rel(run, t) -> str:
+    """An instant in words, relative to the run's start: "1 h 30 min after the start"."""
+    if t is None or pd.isna(t):
+        return "at an unknown time"
+    offset = float(t) - float(run.started_at or 0.0)
+    return "at the run's start" if abs(offset) < 1e-9 else f"{_human(offset)} after the start"
+
+
+def _since(run, t) -> str:
+    """ "since the run's start" or "since 2 h after the start"."""
+    words = _rel(run, t)
+    return "since " + (words[3:] if words.startswith("at ") else words)
+
+
+def _human(seconds) -> str:
+    """Seconds in the largest units that keep it short: 4 s, 2 min 30 s, 1 h 5 min, 3 days."""
+    if seconds is None or pd.isna(seconds):
+        return "?"
+    seconds = float(seconds)
+    if seconds < 60:
+        return f"{seconds:.3g} s" if seconds < 10 else f"{seconds:.4g} s"
+    units = (("day", 86400), ("h", 3600), ("min", 60), ("s", 1))
+    parts, rest = [], round(seconds)
+    for name, size in units:
+        count, rest = divmod(rest, size)
+        if count:
+            parts.append(f"{count} {name}{'s' if name == 'day' and count != 1 else ''}")
+    return " ".join(parts[:2])
+
+
+def _error_of(row) -> str:
+    """The first line of a history row's error message. History has no message column: an
+    engine's failed activity keeps its ActivityFailed JSON in `value`, an imported
+    Temporal row keeps `value["error"]`."""
+    value = row["value"] if isinstance(row["value"], dict) else {}
+    fields = value.get("fields") if isinstance(value.get("fields"), dict) else {}
+    return _first(value.get("error") or fields.get("cause_message") or value.get("message"))
+
+
+def _call(event: dict | None) -> str:
+    if not event:
+        return "nothing"
+    return f"ctx.{event.get('kind')}({event.get('name')!r})"
+
+
+def _cause(cls, message) -> str:
+    first = _first(message)
+    if cls and first.startswith(f"{cls}:"):
+        return first
+    return f"{cls}: {first}" if first else str(cls)
+
+
+def _first(text) -> str:
+    """The first line of a message ("" for None or a missing value)."""
+    if not isinstance(text, str):
+        text = "" if text is None or text is pd.NA or text != text else str(text)  # NaN != NaN
+    return text.strip().splitlines()[0] if text.strip() else ""
+
+
+def _short(value, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+__all__ = ["diagnose", "Diagnosis", "STATES"]

@@ -1,0 +1,421 @@
+"""Import a Temporal workflow history (JSON) as a durablelab `Run`.
+
+Temporal and durablelab record the same idea in different shapes. In Temporal the server
+writes the history: a *workflow task* is one wake-up of the code (scheduled, started,
+completed); the commands that wake-up produced become events (ActivityTaskScheduled,
+TimerStarted, MarkerRecorded), and what the world answered comes back as more events
+(ActivityTaskCompleted, TimerFired, WorkflowExecutionSignaled). durablelab writes one event
+per `ctx` call and keeps wake-ups apart. `load_temporal` maps the first onto the second, so
+the timeline, the explorer, `compare` and `diagnose` work on histories recorded by a real
+Temporal cluster, and it says what Temporal does not record instead of guessing it.
+
+Temporal event(s)                                      durablelab
+-----------------------------------------------------  ---------------------------------------
+ActivityTaskScheduled (+Started, +Completed / Failed / one `activity` row where it was
+  TimedOut / Canceled, +CancelRequested)                 scheduled, one `attempts` row
+TimerStarted / TimerFired / TimerCanceled              `sleep` / `timer_fired` / `timer_canceled`
+                                                         (name "timer <timerId>")
+WorkflowExecutionSignaled                              `signal_received`
+MarkerRecorded "Version" (Go, Java), "core_patch"      `patched` (name: the change id)
+  (Python, TypeScript, .NET)
+any other MarkerRecorded (SideEffect, LocalActivity..) `marker` (name: the marker name)
+WorkflowTaskScheduled / Started / Completed            one `wakeups` row per WorkflowTaskStarted
+everything else: WorkflowExecutionStarted, the close   a row whose kind is the event type in
+  event, WorkflowTaskFailed / TimedOut, child           snake_case (`workflow_task_failed`,
+  workflows, updates, search attributes ...             `start_child_workflow_execution_initiated`)
+
+Every row's `value` is a dict that keeps Temporal's payloads exactly as recorded (base64,
+for round trips), lists the Temporal `event_ids` it came from and, for a failure, holds its
+message as `error`; `decode_payloads(value)` decodes the payloads for display. Positions
+follow the Temporal event that opened the row; times are seconds since the first event.
+The run's `input` and `result` are decoded for display; the encoded originals stay in the
+first and last rows.
+
+What Temporal does not record, and what the importer does about it:
+
+- Attempts. An activity's retries leave no events: its one ActivityTaskStarted carries the
+  number of the attempt that ended it (and the previous attempt's failure, kept as
+  `value["last_failure"]`). So `attempts` has one row per activity that started or ended,
+  with that number, and no earlier rows are invented. When an activity's attempt is above
+  1 the run's `notes` start with `LAST_ATTEMPT_NOTE`; only then, since an activity that
+  ended on attempt 1 has no earlier attempts to miss, and a note on every run would teach
+  readers to skip it. An activity no worker picked up (a schedule-to-start time-out) has
+  no attempt number; its row spans the time from scheduling to the time-out. An activity
+  still open has no `outcome` (and `ok` False: it has no result yet) and no attempts row:
+  Temporal writes an attempt's start only when it ends, so running, queued and backing
+  off look the same.
+- Replay. Temporal does not say how many events a worker replayed. `wakeups.replayed` is
+  inferred from the task queue: a task on a sticky queue went to the worker that had the
+  run cached, which replays nothing (0); any later task on the normal queue makes a worker
+  rebuild the run by replaying every row before it (their count). A worker that evicted
+  its cache would replay more: the number is a floor for sticky tasks, exact otherwise.
+  `reason` is what made the server schedule the task (start, activity, timer, signal,
+  update, child, cancel, recovery after a failed or timed-out task, or other);
+  `recorded` counts the rows the task's commands and update responses produced.
+- Endings durablelab has no word for. A time-out becomes status "failed" with
+  `RunTimedOut`; a termination or cancellation "failed" with `TemporalRunEnded`; each with a
+  note. A history without a close event is "running", with a note.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from .errors import ActivityFailed, DurableLabError, RunTimedOut, WorkflowError
+from .run import ATTEMPT_COLUMNS, CRASH_COLUMNS, HISTORY_COLUMNS, WAKEUP_COLUMNS, Run
+from .temporal_json import (TemporalHistoryError, decode_payloads, duration, enum,
+                            failure_class, message_of, read_events, history_error)
+
+LAST_ATTEMPT_NOTE = ("Temporal records only the last attempt of each activity; earlier "
+                     "attempts are not in the history")
+
+_ACTIVITY_END = {"ActivityTaskCompleted": "ok", "ActivityTaskFailed": None,
+                 "ActivityTaskTimedOut": "timeout", "ActivityTaskCanceled": "canceled"}
+_VERSION_MARKERS = ("Version", "core_patch")
+# What made the server schedule a workflow task: the wake-up's reason.
+_TRIGGERS = {"WorkflowExecutionStarted": "start", "TimerFired": "timer",
+             "WorkflowExecutionSignaled": "signal", "WorkflowExecutionCancelRequested": "cancel",
+             "WorkflowTaskFailed": "recovery", "WorkflowTaskTimedOut": "recovery",
+             "WorkflowExecutionUpdateAdmitted": "update", **{k: "activity" for k in _ACTIVITY_END}}
+_CLOSE = {"WorkflowExecutionCompleted": "completed", "WorkflowExecutionFailed": "failed",
+          "WorkflowExecutionTimedOut": "failed", "WorkflowExecutionTerminated": "failed",
+          "WorkflowExecutionCanceled": "failed", "WorkflowExecutionContinuedAsNew": "continued"}
+
+
+class TemporalRunEnded(DurableLabError):
+    """Temporal ended an imported run from outside its code: it was terminated or canceled.
+    durablelab has no such ending, so the run shows as failed with this error."""
+
+    fields = ("run_id", "ended_by", "reason", "identity")
+
+
+def load_temporal(source, run_id: str | None = None) -> Run:
+    """Import one Temporal workflow history as a read-only `Run` (source "temporal").
+
+    Use it to look at a run recorded by a real Temporal cluster with durablelab's views:
+    `run.timeline()`, `dl.diagnose(run)`, `dl.compare([...])`.
+
+    Args:
+        source: a path to a JSON file (str or Path), JSON text, or the already-parsed
+            object. Accepted shapes: `{"events": [...]}` (what `temporal workflow show
+            --output json` writes) and `{"history": {"events": [...]}}` (the raw API
+            response), events in ascending or descending order, event types spelled
+            "EVENT_TYPE_ACTIVITY_TASK_SCHEDULED" or "ActivityTaskScheduled".
+        run_id: the run id to show; by default the history's own run id
+            (originalExecutionRunId), else the file name.
+
+    Returns a `Run` whose `notes` carry what the history cannot tell (earlier activity
+    attempts, how it ended when durablelab has no word for it).
+
+    Raises `TemporalHistoryError` naming the file and the problem: not JSON (a truncated
+    file), an unknown shape, no events, an event without eventType, eventId or eventTime,
+    missing events, or a reference to an event that is not there.
+    """
+    label, events = read_events(source)
+    start = events[0]["attrs"]
+    if run_id is None:
+        run_id = (start.get("originalExecutionRunId") or start.get("workflowId")
+                  or (Path(label).stem if not label.startswith("<") else "temporal-run"))
+    return _Importer(events, label, run_id).run()
+
+
+def _snake(kind: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", kind).lower()
+
+
+# --- mapping ---------------------------------------------------------------------------------
+
+
+class _Importer:
+    """One pass over the events, building history rows, attempts and wake-ups."""
+
+    def __init__(self, events: list[dict], label: str, run_id: str):
+        self.events, self.label, self.run_id = events, label, run_id
+        self.t0 = events[0]["ns"]
+        self.rows: list[dict] = []
+        self.by_event: dict[int, dict] = {}       # first Temporal event id -> its row
+        self.wakeups: list[dict] = []
+        self.tasks: dict[int, dict] = {}          # scheduled/started/completed id -> wake-up
+        self.queues: dict[int, str] = {}          # task scheduled id -> task queue kind
+        self.reasons: list[str] = []
+        self.signals = 0
+        self.close: dict | None = None
+        self.last_task_completed: int | None = None
+
+    def t(self, event: dict) -> float:
+        return (event["ns"] - self.t0) / 1e9
+
+    def row(self, event, kind, name, value, ok=True, **extra) -> dict:
+        value = {**value, "event_ids": [event["id"]]}
+        if event["meta"]:
+            value["user_metadata"] = event["meta"]
+        task = event["attrs"].get("workflowTaskCompletedEventId")
+        if task is None and kind.startswith("workflow_execution_update"):
+            task = self.last_task_completed   # update responses ride on the task before
+        if extra.get("error"):
+            value["error"] = extra["error"]   # history has no message column: views read it here
+        row = {"kind": kind, "name": name, "ok": ok, "value": value,
+               "recorded_at": self.t(event), "attempt": None, "outcome": None,
+               "error_class": None, "error": None, "task": task and int(task), **extra}
+        self.rows.append(row)
+        self.by_event[event["id"]] = row
+        return row
+
+    def find(self, event, ref_key: str, kinds: tuple, attach: bool = True) -> dict:
+        ref = event["attrs"].get(ref_key)
+        found = self.by_event.get(int(ref)) if str(ref).isdigit() else None
+        if found is None or found["kind"] not in kinds:
+            raise history_error(self.label, f"event {event['id']} ({event['type']}) refers to "
+                                f"{ref_key} {ref}, which is not a {' or '.join(kinds)} "
+                                f"event here")
+        if attach:
+            found["value"]["event_ids"].append(event["id"])
+        return found
+
+    def run(self) -> Run:
+        for event in self.events:
+            reason = _TRIGGERS.get(event["type"])
+            if reason is None and event["type"].startswith(("ChildWorkflowExecution",
+                                                            "StartChildWorkflowExecutionFailed")):
+                reason = "child"
+            if reason:
+                self.reasons.append(reason)
+            handler = getattr(self, "on_" + event["type"], None)
+            (handler or self.other)(event, event["attrs"])
+        for row in self.rows:   # wake-ups count the rows their commands produced
+            wake = self.tasks.get(row["task"])
+            if wake is not None:
+                wake["recorded"] += 1
+        return self.build()
+
+    # workflow tasks: wake-ups, not history rows
+    def on_WorkflowTaskScheduled(self, event, attrs):
+        self.queues[event["id"]] = enum((attrs.get("taskQueue") or {}).get("kind"),
+                                        "TASK_QUEUE_KIND_")
+
+    def on_WorkflowTaskStarted(self, event, attrs):
+        # A sticky task goes to the worker that has the run cached, so it replays nothing;
+        # a later task on the normal queue makes some worker replay everything before it.
+        scheduled = int(attrs.get("scheduledEventId") or 0)
+        sticky = self.queues.get(scheduled) == "Sticky" or not self.wakeups
+        wake = {"woke_at": self.t(event), "reason": self.reasons[0] if self.reasons else "other",
+                "replayed": 0 if sticky else len(self.rows) - 1, "recorded": 0}
+        self.reasons = []
+        self.wakeups.append(wake)
+        self.tasks[scheduled] = self.tasks[event["id"]] = wake
+
+    def on_WorkflowTaskCompleted(self, event, attrs):
+        wake = self.tasks.get(int(attrs.get("startedEventId") or 0))
+        if wake is not None:
+            self.tasks[event["id"]] = wake
+        self.last_task_completed = event["id"]
+
+    def on_WorkflowTaskFailed(self, event, attrs):
+        failure = attrs.get("failure") or {}
+        self.row(event, "workflow_task_failed", enum(attrs.get("cause"),
+                 "WORKFLOW_TASK_FAILED_CAUSE_") or "workflow task", {"attributes": attrs},
+                 ok=False, error_class=failure_class(failure), error=message_of(failure))
+
+    def on_WorkflowTaskTimedOut(self, event, attrs):
+        timeout = enum(attrs.get("timeoutType"), "TIMEOUT_TYPE_") or "?"
+        self.row(event, "workflow_task_timed_out", "workflow task", {"attributes": attrs},
+                 ok=False, error_class="TimeoutError", error=f"workflow task {timeout} timeout")
+
+    def on_WorkflowExecutionUpdateAccepted(self, event, attrs):
+        row = self.other(event, attrs)
+        wake = self.tasks.get(int(attrs.get("acceptedRequestSequencingEventId") or 0))
+        if wake is not None and wake["reason"] == "other":
+            wake["reason"] = "update"
+        return row
+
+    # activities: one row each, at the scheduled event's position
+    def on_ActivityTaskScheduled(self, event, attrs):
+        self.row(event, "activity", (attrs.get("activityType") or {}).get("name", "?"),
+                 {"activity_id": attrs.get("activityId"), "input": attrs.get("input"),
+                  "result": None, "failure": None, "last_failure": None,
+                  "retry_policy": attrs.get("retryPolicy")},
+                 ok=False, scheduled_at=self.t(event), started_at=None, ended_at=None)
+
+    def on_ActivityTaskStarted(self, event, attrs):
+        row = self.find(event, "scheduledEventId", ("activity",))
+        attempt = attrs.get("attempt")
+        row["attempt"] = int(attempt) if attempt is not None else None
+        row["started_at"] = self.t(event)
+        row["value"]["last_failure"] = attrs.get("lastFailure")
+
+    def on_ActivityTaskCancelRequested(self, event, attrs):
+        self.find(event, "scheduledEventId", ("activity",))
+
+    def _activity_end(self, event, attrs):
+        row = self.find(event, "scheduledEventId", ("activity",))
+        row["recorded_at"] = row["ended_at"] = self.t(event)
+        row["outcome"] = _ACTIVITY_END[event["type"]]
+        row["ok"] = row["outcome"] == "ok"
+        if row["ok"]:
+            row["value"]["result"] = attrs.get("result")
+            return
+        failure = attrs.get("failure") or {}
+        row["value"]["failure"] = failure or None
+        app = failure.get("applicationFailureInfo") or {}
+        non_retryable = app.get("nonRetryable") or enum(
+            attrs.get("retryState"), "RETRY_STATE_") == "NonRetryableFailure"
+        if row["outcome"] is None:
+            row["outcome"] = ("timeout" if "timeoutFailureInfo" in failure else
+                              "non_retryable" if non_retryable else "transient")
+        row["error_class"] = failure_class(failure) if failure else "CanceledError"
+        row["error"] = row["value"]["error"] = (message_of(failure) if failure
+                                                else "activity canceled")
+
+    on_ActivityTaskCompleted = on_ActivityTaskFailed = _activity_end
+    on_ActivityTaskTimedOut = on_ActivityTaskCanceled = _activity_end
+
+    # timers, signals, markers
+    def on_TimerStarted(self, event, attrs):
+        seconds = duration(attrs.get("startToFireTimeout"))
+        timer_id = attrs.get("timerId")
+        self.row(event, "sleep", f"timer {timer_id}", {
+            "seconds": seconds, "timer_id": timer_id,
+            "deadline": None if seconds is None else self.t(event) + seconds})
+
+    def on_TimerFired(self, event, attrs):
+        started = self.find(event, "startedEventId", ("sleep",), attach=False)
+        self.row(event, "timer_fired", started["name"], {"timer_id": attrs.get("timerId")})
+
+    def on_TimerCanceled(self, event, attrs):
+        started = self.find(event, "startedEventId", ("sleep",), attach=False)
+        self.row(event, "timer_canceled", started["name"], {"timer_id": attrs.get("timerId")})
+
+    def on_WorkflowExecutionSignaled(self, event, attrs):
+        self.signals += 1
+        self.row(event, "signal_received", attrs.get("signalName", "?"),
+                 {"value": attrs.get("input"), "signal_id": None, "seq": self.signals,
+                  "attributes": attrs})
+
+    def on_MarkerRecorded(self, event, attrs):
+        marker = attrs.get("markerName", "?")
+        details = attrs.get("details") or {}
+        value = {"marker_name": marker, "details": details, "failure": attrs.get("failure")}
+        if marker in _VERSION_MARKERS:
+            change = next((decode_payloads(details[k]) for k in ("change-id", "patch_id", "id")
+                           if k in details), "?")
+            self.row(event, "patched", str(change), value)
+        else:
+            self.row(event, "marker", marker, value)
+
+    def other(self, event, attrs):
+        if event["type"] in _CLOSE:
+            self.close = event
+        failure = attrs.get("failure") if isinstance(attrs.get("failure"), dict) else None
+        bad = event["type"].endswith(("Failed", "TimedOut", "Terminated", "Canceled"))
+        name = (attrs.get("workflowType") or {}).get("name") or attrs.get("signalName") or \
+            ((attrs.get("acceptedRequest") or {}).get("input") or {}).get("name") or ""
+        return self.row(event, _snake(event["type"]), name, {"attributes": attrs}, ok=not bad,
+                        error_class=failure_class(failure) if failure else None,
+                        error=message_of(failure) if failure else None)
+
+    # the Run
+    def build(self) -> Run:
+        for position, row in enumerate(self.rows, 1):
+            row["position"] = position
+        activities = [r for r in self.rows if r["kind"] == "activity"]
+        attempts = [self.attempt_row(r) for r in activities
+                    if r["started_at"] is not None or r["ended_at"] is not None]
+        start = self.events[0]["attrs"]
+        status, result, error, notes = self.ending(start)
+        again = [r for r in activities if (r["attempt"] or 0) > 1]
+        if again:
+            notes.insert(0, f"{LAST_ATTEMPT_NOTE} ({len(again)} activit"
+                         f"{'y' if len(again) == 1 else 'ies'} here ran more than once, up "
+                         f"to attempt {max(r['attempt'] for r in again)}).")
+        if start.get("continuedFailure") or (start.get("attempt") or 1) > 1:
+            notes.append(f"This run is attempt {start.get('attempt') or '?'} of its workflow: "
+                         f"Temporal retried it after the previous run failed ("
+                         f"{message_of(start.get('continuedFailure') or {}) or 'no message'}).")
+        history = pd.DataFrame([tuple(r.get(c) for c in HISTORY_COLUMNS) for r in self.rows],
+                               columns=HISTORY_COLUMNS).astype({"attempt": "Int64"})
+        return Run(
+            run_id=self.run_id, workflow=(start.get("workflowType") or {}).get("name", "?"),
+            status=status, input=decode_payloads(start.get("input")), result=result,
+            error=error, seed=0, started_at=0.0,
+            ended_at=None if self.close is None else self.t(self.close),
+            parent_run_id=start.get("continuedExecutionRunId") or None, history=history,
+            attempts=pd.DataFrame(attempts, columns=ATTEMPT_COLUMNS).astype(
+                {"attempt": "Int64", "max_attempts": "Int64"}),
+            wakeups=pd.DataFrame(self.wakeups, columns=WAKEUP_COLUMNS),
+            crashes=pd.DataFrame([], columns=CRASH_COLUMNS), source="temporal",
+            notes=tuple(notes))
+
+    @staticmethod
+    def attempt_row(row: dict) -> tuple:
+        # One row: the attempt Temporal recorded. An activity no worker picked up (a
+        # schedule-to-start time-out) has no attempt number; its row spans the wait.
+        limit = (row["value"]["retry_policy"] or {}).get("maximumAttempts")
+        return (row["position"], row["name"], row["attempt"],
+                row["started_at"] if row["started_at"] is not None else row["scheduled_at"],
+                row["ended_at"], row["outcome"], row["error_class"], row["error"], None,
+                int(limit) if limit and int(limit) > 0 else None)
+
+    def ending(self, start: dict) -> tuple[str, Any, Any, list]:
+        """status, result, error and notes, from the close event."""
+        if self.close is None:
+            return "running", None, None, ["The history ends without a close event: the run "
+                                           "was still open when it was exported."]
+        kind, attrs = self.close["type"], self.close["attrs"]
+        status, at = _CLOSE[kind], self.t(self.close)
+        if kind == "WorkflowExecutionCompleted":
+            return status, decode_payloads(attrs.get("result")), None, []
+        if kind == "WorkflowExecutionContinuedAsNew":
+            return status, {"continued_as": attrs.get("newExecutionRunId")}, None, []
+        if kind == "WorkflowExecutionFailed":
+            return status, None, self.failed(attrs.get("failure") or {}), []
+        if kind == "WorkflowExecutionTimedOut":
+            limit = next((d for d in (duration(start.get("workflowRunTimeout")),
+                                      duration(start.get("workflowExecutionTimeout"))) if d), None)
+            state = enum(attrs.get("retryState"), "RETRY_STATE_")
+            error = RunTimedOut(
+                f"Temporal timed the run out after {at:g}s (its workflow time-out"
+                f"{f' is {limit:g}s' if limit else ''}; retry state {state}).",
+                run_id=self.run_id, timeout=limit, deadline=at, waiting=None)
+            return status, None, error, ["Temporal timed the workflow execution out "
+                                         "(WorkflowExecutionTimedOut); durablelab shows it as "
+                                         "status 'failed'."]
+        ended_by = "terminated" if kind == "WorkflowExecutionTerminated" else "canceled"
+        reason = attrs.get("reason") or ("a cancel request" if ended_by == "canceled" else None)
+        error = TemporalRunEnded(
+            f"Temporal {ended_by} run {self.run_id!r} at {at:g}s"
+            f"{f' ({reason})' if reason else ''}; its code did not fail.",
+            run_id=self.run_id, ended_by=ended_by, reason=reason,
+            identity=attrs.get("identity"))
+        return status, None, error, [f"The run was {ended_by} in Temporal "
+                                     f"({'WorkflowExecution' + ended_by.capitalize()}); "
+                                     f"durablelab shows it as status 'failed'."]
+
+    def failed(self, failure: dict) -> DurableLabError:
+        info = failure.get("activityFailureInfo")
+        cause = failure.get("cause") or failure
+        if info is not None:
+            row = self.by_event.get(int(info.get("scheduledEventId") or 0)) or {}
+            name = (info.get("activityType") or {}).get("name") or row.get("name", "?")
+            state = enum(info.get("retryState"), "RETRY_STATE_")
+            return ActivityFailed(
+                f"Activity {name!r} (run {self.run_id!r}, position {row.get('position')}) "
+                f"failed for good on attempt {row.get('attempt') or '?'} (Temporal retry "
+                f"state {state}): {failure_class(cause)}: {message_of(cause)}",
+                run_id=self.run_id, activity=name, position=row.get("position"),
+                attempts=row.get("attempt"), error_class=failure_class(cause),
+                cause_class=failure_class(cause), cause_message=message_of(cause))
+        trace = (failure.get("stackTrace") or "").strip().splitlines()
+        return WorkflowError(
+            f"Workflow code raised {failure_class(failure)} in run {self.run_id!r}: "
+            f"{message_of(failure)}", run_id=self.run_id,
+            workflow=(self.events[0]["attrs"].get("workflowType") or {}).get("name"),
+            cause_class=failure_class(failure), cause_message=message_of(failure),
+            location=trace[0] if trace else None)
+
+
+__all__ = ["load_temporal", "decode_payloads", "TemporalHistoryError", "TemporalRunEnded",
+           "LAST_ATTEMPT_NOTE"]

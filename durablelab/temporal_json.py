@@ -1,0 +1,263 @@
+"""How Temporal writes values in JSON, for the importer in `durablelab.temporal`.
+
+Temporal's JSON is protobuf's JSON mapping, so a few things need decoding before a person
+can read them:
+
+- Payloads (inputs, results, signal values, marker details) are
+  ``{"metadata": {"encoding": <base64>}, "data": <base64>}``; a list of them is
+  ``{"payloads": [...]}``. The importer keeps them encoded, so an imported run can be
+  exported and compared byte for byte; `decode_payloads` decodes them only for display.
+- Instants are RFC 3339 text with up to nine fractional digits
+  ("2022-07-01T20:28:48.796369169Z"); a float would lose the nanoseconds, so they are
+  parsed to integer nanoseconds. Durations are "4s" or "0.100s".
+- Enums come in two spellings, like event types: "TIMEOUT_TYPE_SCHEDULE_TO_START" and
+  "ScheduleToStart"; `enum` turns both into the short one.
+
+`read_events` checks a file before anything is mapped, so a truncated or foreign file fails
+with a `TemporalHistoryError` that names the file and the problem, never half-imported.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import calendar
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from .errors import DurableLabError
+
+_INSTANT = re.compile(r"(\d{4})-(\d\d)-(\d\d)[Tt ](\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?"
+                      r"(?:([Zz])|([+-])(\d\d):?(\d\d))$")
+_JSON_ENCODINGS = ("json/plain", "json/protobuf")   # json/protobuf: proto3 JSON, still JSON
+_FAILURE_KINDS = {   # Temporal failure info -> the exception class the SDKs raise
+    "applicationFailureInfo": "ApplicationError", "timeoutFailureInfo": "TimeoutError",
+    "canceledFailureInfo": "CanceledError", "terminatedFailureInfo": "TerminatedError",
+    "serverFailureInfo": "ServerError", "activityFailureInfo": "ActivityError",
+    "childWorkflowExecutionFailureInfo": "ChildWorkflowError",
+    "resetWorkflowFailureInfo": "ResetWorkflowError"}
+
+
+class TemporalHistoryError(DurableLabError):
+    """A Temporal history could not be imported: `path` says which file ("<JSON text>" or
+    "<JSON object>" when none), `problem` what was wrong with it."""
+
+    fields = ("path", "problem")
+
+
+def history_error(label: str, problem: str) -> TemporalHistoryError:
+    """The error for a history that cannot be imported, worded in one place."""
+    return TemporalHistoryError(f"Cannot import the Temporal history {label}: {problem}.",
+                                path=label, problem=problem)
+
+
+def read_events(source) -> tuple[str, list[dict]]:
+    """(label for errors, checked events) of a path, JSON text or an already-parsed object.
+
+    Each event comes back as {"id", "type" (CamelCase), "ns" (nanoseconds since the epoch),
+    "attrs" (its ...EventAttributes), "meta" (userMetadata or None)}, in ascending id order.
+    """
+    label, doc = _parse(source)
+    return label, _events(doc, label)
+
+
+def _parse(source) -> tuple[str, Any]:
+    if isinstance(source, (dict, list)):
+        return "<JSON object>", source
+    if isinstance(source, bytes):
+        source = source.decode("utf-8", errors="replace")
+    if not isinstance(source, (str, Path)):
+        raise TypeError(f"load_temporal(source): expected a path, JSON text or a parsed "
+                        f"history; got {type(source).__name__}")
+    label, text = "<JSON text>", source
+    if isinstance(source, Path) or not source.lstrip().startswith(("{", "[")):
+        label = str(source)
+        if not Path(source).is_file():
+            raise history_error(label, "no such file")
+        try:
+            text = Path(source).read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise history_error(label, f"not UTF-8 text ({exc.reason} at byte {exc.start})"
+                                ) from None
+    try:
+        return label, json.loads(text)
+    except json.JSONDecodeError as exc:
+        # The parser stops at the end of the text, or inside a string it never closes.
+        cut = exc.pos >= len(text.rstrip()) - 1 or exc.msg.startswith("Unterminated string")
+        raise history_error(label, f"not JSON ({exc.msg}: line {exc.lineno}, column "
+                            f"{exc.colno})" + ("; the text stops in the middle of a value, "
+                                               "so the file looks truncated" if cut else "")
+                            ) from None
+
+
+def _events(doc, label: str) -> list[dict]:
+    if isinstance(doc, dict) and isinstance(doc.get("history"), dict):
+        doc = {**doc, "events": doc["history"].get("events")}
+    if not isinstance(doc, dict) or "events" not in doc:
+        found = (f"top-level keys {sorted(doc)[:6]}" if isinstance(doc, dict)
+                 else f"a JSON {type(doc).__name__}")
+        raise history_error(label, f"unknown shape: expected {{\"events\": [...]}} or "
+                            f"{{\"history\": {{\"events\": [...]}}}}, found {found}")
+    if doc.get("nextPageToken"):
+        raise history_error(label, "it is one page of a longer history (nextPageToken is "
+                            "set); fetch every page and import the whole history")
+    raw = doc["events"]
+    if not isinstance(raw, list):
+        raise history_error(label, f"unknown shape: \"events\" is a {type(raw).__name__}, "
+                            f"not a list")
+    if not raw:
+        raise history_error(label, "no events: the history is empty")
+    events = sorted((_event(item, i, label) for i, item in enumerate(raw)),
+                    key=lambda e: e["id"])      # the UI's raw events come newest first
+    ids = [e["id"] for e in events]
+    for before, after in zip(ids, ids[1:]):
+        if after == before:
+            raise history_error(label, f"eventId {after} appears twice")
+        if after != before + 1:
+            raise history_error(label, f"events {before + 1} to {after - 1} are missing")
+    if ids[0] != 1 or events[0]["type"] != "WorkflowExecutionStarted":
+        raise history_error(label, f"the history starts with event {ids[0]} "
+                            f"({events[0]['type']}), not event 1 (WorkflowExecutionStarted): "
+                            f"it is incomplete")
+    return events
+
+
+def _event(item, index: int, label: str) -> dict:
+    where = f"event #{index + 1} in the file"
+    if not isinstance(item, dict):
+        raise history_error(label, f"{where} is a {type(item).__name__}, not an object")
+    if "eventId" in item:
+        where = f"event {item['eventId']}"
+    kind = item.get("eventType")
+    if not isinstance(kind, str) or not kind:
+        raise history_error(label, f"{where} is missing eventType")
+    if kind.startswith("EVENT_TYPE_"):
+        kind = "".join(part.capitalize() for part in kind[len("EVENT_TYPE_"):].split("_"))
+    try:
+        event_id = int(item["eventId"])
+    except (KeyError, TypeError, ValueError):
+        raise history_error(label, f"{where} ({kind}) has no usable eventId") from None
+    ns = instant_ns(item.get("eventTime"))
+    if ns is None:
+        raise history_error(label, f"{where} ({kind}) has no usable eventTime "
+                            f"({item.get('eventTime')!r}; expected RFC 3339 such as "
+                            f"2022-07-01T20:28:48.796369169Z)")
+    attrs = next((v for k, v in item.items() if k.endswith("EventAttributes")), None)
+    return {"id": event_id, "type": kind, "ns": ns, "attrs": attrs if isinstance(attrs, dict)
+            else {}, "meta": item.get("userMetadata")}
+
+
+def decode_payloads(value: Any) -> Any:
+    """A copy of `value` with every Temporal payload in it decoded, for display.
+
+    `value` is any JSON structure: an imported history row's value, a run's raw input, a
+    single payload. ``{"payloads": [p]}`` becomes p's value, ``{"payloads": [p, q]}`` the
+    list of their values, ``{"payloads": []}`` None. "json/plain" and "json/protobuf"
+    payloads become their JSON value, "binary/null" None; anything else (binary/protobuf,
+    encrypted, a payload that does not decode) becomes a short placeholder such as
+    ``"<binary/protobuf payload, 120 bytes>"``. Never raises: it is for looking, and the
+    encoded original stays where it was.
+    """
+    if isinstance(value, list):
+        return [decode_payloads(item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    if _is_payload(value):
+        return _decode(value)
+    items = value.get("payloads")
+    if len(value) == 1 and isinstance(items, list) and all(map(_is_payload, items)):
+        decoded = [_decode(p) for p in items]
+        return None if not decoded else decoded[0] if len(decoded) == 1 else decoded
+    return {key: decode_payloads(item) for key, item in value.items()}
+
+
+def _is_payload(value) -> bool:
+    return (isinstance(value, dict) and isinstance(value.get("metadata"), dict)
+            and set(value) <= {"metadata", "data", "externalPayloads"})
+
+
+def _b64(text) -> bytes | None:
+    if not isinstance(text, str):
+        return None if text is not None else b""
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        try:
+            return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        except (binascii.Error, ValueError):
+            return None
+
+
+def _decode(payload: dict) -> Any:
+    meta = {}
+    for key, raw in payload["metadata"].items():
+        data = _b64(raw)
+        meta[key] = data.decode("utf-8", "replace") if data is not None else "?"
+    encoding = meta.get("encoding") or "unknown encoding"
+    data = _b64(payload.get("data"))
+    if data is not None and encoding == "binary/null":
+        return None
+    if data is not None and encoding in _JSON_ENCODINGS:
+        try:
+            return json.loads(data)
+        except ValueError:
+            pass
+    what = f"{encoding} {meta['messageType']}" if meta.get("messageType") else encoding
+    size = "undecodable" if data is None else f"{len(data)} bytes"
+    return f"<{what} payload, {size}>"
+
+
+def instant_ns(text) -> int | None:
+    """Nanoseconds since the epoch of an RFC 3339 instant, or None if it is not one."""
+    match = _INSTANT.match(text.strip()) if isinstance(text, str) else None
+    if match is None:
+        return None
+    year, month, day, hour, minute, second = (int(g) for g in match.group(1, 2, 3, 4, 5, 6))
+    if not (1 <= month <= 12 and 1 <= day <= 31 and hour < 24 and minute < 60 and second < 61):
+        return None
+    seconds = calendar.timegm((year, month, day, hour, minute, second))
+    if match.group(9):
+        offset = int(match.group(10)) * 3600 + int(match.group(11)) * 60
+        seconds -= offset if match.group(9) == "+" else -offset
+    return seconds * 10**9 + int((match.group(7) or "0").ljust(9, "0"))
+
+
+def duration(text) -> float | None:
+    """Seconds of a protobuf JSON duration ("4s", "0.100s"), or None."""
+    if isinstance(text, str) and text.endswith("s"):
+        try:
+            return float(text[:-1])
+        except ValueError:
+            return None
+    return None
+
+
+def enum(value, prefix: str) -> str | None:
+    """The short spelling of an enum value: enum("TIMEOUT_TYPE_SCHEDULE_TO_START",
+    "TIMEOUT_TYPE_") and enum("ScheduleToStart", ...) both give "ScheduleToStart"."""
+    if not isinstance(value, str) or not value:
+        return None
+    if value.startswith(prefix):
+        return "".join(part.capitalize() for part in value[len(prefix):].split("_"))
+    return value
+
+
+def failure_class(failure: dict) -> str:
+    """The class a Temporal failure stands for: an application error's own type when it has
+    one ("ActivityNotRegisteredError"), else the SDK exception for its kind."""
+    app = failure.get("applicationFailureInfo")
+    if isinstance(app, dict) and app.get("type"):
+        return app["type"]
+    return next((name for key, name in _FAILURE_KINDS.items() if key in failure), "Failure")
+
+
+def message_of(failure: dict) -> str:
+    """A failure's message, or its kind when the message is empty."""
+    if failure.get("message"):
+        return failure["message"]
+    timeout = failure.get("timeoutFailureInfo")
+    if isinstance(timeout, dict):
+        return f"{enum(timeout.get('timeoutType'), 'TIMEOUT_TYPE_') or ''} timeout".strip()
+    return ""
