@@ -29,6 +29,8 @@ from .errors import (ActivityFailed, BudgetExceeded, DuplicateRunError, DurableL
                      StoreFormatError, StoreLockedError, Transient, WorkflowError)
 from .faults import FaultPlan
 from .retry import RetryPolicy, classify, next_delay
+from .compare import compare
+from .export import ExportFormatError, export, load
 from .run import Run
 from .structured import ask_structured, structured
 from .temporal import TemporalHistoryError, TemporalRunEnded, decode_payloads, load_temporal
@@ -44,5 +46,5 @@ __all__ = [
     "StoreLockedError", "StoreFormatError", "BudgetExceeded", "RunTimedOut",
     "FaultPlan", "faults", "viz", "sim", "structured", "ask_structured",
     "diagnose", "Diagnosis", "load_temporal", "decode_payloads", "TemporalHistoryError",
-    "TemporalRunEnded",
+    "TemporalRunEnded", "export", "load", "compare", "ExportFormatError",
 ]

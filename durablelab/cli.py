@@ -2,10 +2,11 @@
 
     durablelab lab              open JupyterLab on the lessons
     durablelab demo             run the vendor onboarding example, crash it, recover it
-    durablelab runs DB          list the runs in a DuckDB file
+    durablelab runs DB          list the runs in a DuckDB file or an export
     durablelab show RUN --db DB one run: status, result or error, history, attempts
     durablelab timeline RUN --db DB -o FILE.png
                                 draw one run's timeline to an image
+    durablelab export DB -o OUT write runs to OUT.jsonl or OUT.parquet (DB: a store or export)
 """
 
 from __future__ import annotations
@@ -62,43 +63,98 @@ def _open(db: str):
     return dl.Engine(db, workflows=())
 
 
+def _is_export(path: str) -> bool:
+    """Whether `path` is an export rather than a DuckDB store: Parquet by its magic bytes,
+    JSON Lines by its extension (dl.load then checks the rest)."""
+    with open(path, "rb") as f:
+        head = f.read(4)
+    return head == b"PAR1" or Path(path).suffix.lower() in (".jsonl", ".parquet")
+
+
+def _all_runs(path: str) -> list:
+    """Every run of a DuckDB store or an export, as `Run` views (no workflow code needed)."""
+    if not Path(path).exists():
+        raise SystemExit(f"durablelab: no such file: {path}")
+    if _is_export(path):
+        from durablelab.export import ExportFormatError, load
+        try:
+            return load(path)
+        except ExportFormatError as exc:
+            raise SystemExit(f"durablelab: {exc}") from None
+    engine = _open(path)
+    try:
+        return [engine.run(run_id) for run_id in engine.runs()["run_id"]]
+    finally:
+        engine.close()
+
+
+def _find_run(path: str, run_id: str):
+    """One run of a DuckDB store or an export, or a SystemExit that names what is missing."""
+    if Path(path).exists() and _is_export(path):
+        for run in _all_runs(path):
+            if run.run_id == run_id:
+                return run
+        raise SystemExit(f"durablelab: no run {run_id!r} in {path}")
+    engine = _open(path)
+    try:
+        return engine.run(run_id)
+    except KeyError as exc:
+        raise SystemExit(f"durablelab: {exc}") from None
+    finally:
+        engine.close()
+
+
 def _runs(args) -> int:
-    """List the runs in a DuckDB file."""
-    engine = _open(args.db)
+    """List the runs in a DuckDB file or an export."""
+    if Path(args.db).exists() and _is_export(args.db):
+        table = pd.DataFrame(
+            [(r.run_id, r.workflow, r.status, r.started_at, r.ended_at, r.seed, r.parent_run_id)
+             for r in _all_runs(args.db)],
+            columns=["run_id", "workflow", "status", "started_at", "ended_at", "seed",
+                     "parent_run_id"])
+    else:
+        engine = _open(args.db)
+        table = engine.runs()
+        engine.close()
     with pd.option_context("display.width", 160, "display.max_columns", 20):
-        print(engine.runs().to_string(index=False))
-    engine.close()
+        print(table.to_string(index=False))
     return 0
 
 
 def _show(args) -> int:
     """Show one run: status, result or error, history and attempts."""
-    engine = _open(args.db)
-    try:
-        run = engine.run(args.run)
-    except KeyError as exc:
-        raise SystemExit(f"durablelab: {exc}") from None
+    run = _find_run(args.db, args.run)
     print(run)
     if run.error is not None:
         print(f"\n{run.error}")
     with pd.option_context("display.width", 160, "display.max_colwidth", 50):
         print("\nhistory:\n" + run.history.drop(columns=["digest"]).to_string(index=False))
         print("\nattempts:\n" + run.attempts.to_string(index=False))
-    engine.close()
     return 0
 
 
 def _timeline(args) -> int:
     """Draw one run's timeline (attempts, waits, crashes, wake-ups) to an image file."""
-    engine = _open(args.db)
-    try:
-        run = engine.run(args.run)
-    except KeyError as exc:
-        raise SystemExit(f"durablelab: {exc}") from None
-    finally:
-        engine.close()
+    run = _find_run(args.db, args.run)
     run.timeline().savefig(args.output, dpi=args.dpi, bbox_inches="tight")
     print(f"wrote {args.output}")
+    return 0
+
+
+def _export(args) -> int:
+    """Write the runs of a DuckDB file (or of an export) to JSON Lines or Parquet."""
+    from durablelab.export import export
+    runs = _all_runs(args.source)
+    if args.run:
+        missing = sorted(set(args.run) - {r.run_id for r in runs})
+        if missing:
+            raise SystemExit(f"durablelab: no run {missing[0]!r} in {args.source}")
+        runs = [r for r in runs if r.run_id in set(args.run)]
+    try:
+        path = export(runs, args.output)
+    except ValueError as exc:
+        raise SystemExit(f"durablelab: {exc}") from None
+    print(f"wrote {len(runs)} run(s) to {path}")
     return 0
 
 
@@ -111,18 +167,26 @@ def parser() -> argparse.ArgumentParser:
     lab.set_defaults(handler=_lab)
     sub.add_parser("demo", help=_demo.__doc__).set_defaults(handler=_demo)
     runs = sub.add_parser("runs", help=_runs.__doc__)
-    runs.add_argument("db", help="a DuckDB file written by dl.Engine(path)")
+    runs.add_argument("db", help="a DuckDB file or an export (.jsonl, .parquet)")
     runs.set_defaults(handler=_runs)
     show = sub.add_parser("show", help=_show.__doc__)
     show.add_argument("run", help="the run id")
-    show.add_argument("--db", required=True, help="a DuckDB file written by dl.Engine(path)")
+    show.add_argument("--db", required=True, help="a DuckDB file or an export (.jsonl, .parquet)")
     show.set_defaults(handler=_show)
     timeline = sub.add_parser("timeline", help=_timeline.__doc__)
     timeline.add_argument("run", help="the run id")
-    timeline.add_argument("--db", required=True, help="a DuckDB file written by dl.Engine(path)")
+    timeline.add_argument("--db", required=True, help="a DuckDB file or an export (.jsonl, .parquet)")
     timeline.add_argument("-o", "--output", required=True, help="the image to write (.png, .svg)")
     timeline.add_argument("--dpi", type=int, default=110, help="resolution of a bitmap image")
     timeline.set_defaults(handler=_timeline)
+    export = sub.add_parser("export", help=_export.__doc__)
+    export.add_argument("source", help="a DuckDB file written by dl.Engine(path), or an export "
+                                       "to convert")
+    export.add_argument("-o", "--output", required=True,
+                        help="the file to write: .jsonl (JSON Lines) or .parquet")
+    export.add_argument("--run", action="append", metavar="RUN",
+                        help="export only this run (repeat for more); default: all")
+    export.set_defaults(handler=_export)
     return top
 
 

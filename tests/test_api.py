@@ -21,7 +21,7 @@ def test_public_names_are_pinned():
         "StoreLockedError", "StoreFormatError", "BudgetExceeded", "RunTimedOut",
         "FaultPlan", "faults", "viz", "sim", "structured", "ask_structured",
         "diagnose", "Diagnosis", "load_temporal", "decode_payloads", "TemporalHistoryError",
-        "TemporalRunEnded"])
+        "TemporalRunEnded", "export", "load", "compare", "ExportFormatError"])
 
 
 def test_every_public_callable_has_a_docstring():
@@ -52,7 +52,7 @@ def test_readme_commands_are_what_ci_runs():
 
 def test_every_cli_command_has_help():
     commands = cli.parser()._subparsers._group_actions[0].choices
-    assert set(commands) == {"lab", "demo", "runs", "show", "timeline"}
+    assert set(commands) == {"lab", "demo", "runs", "show", "timeline", "export"}
     for name, sub in commands.items():
         assert sub.format_help()
     for name in commands:
@@ -81,3 +81,19 @@ def test_cli_runs_and_show_read_a_file(db_path, capsys):
     assert cli.main(["timeline", "r-cli", "--db", db_path, "-o", image]) == 0
     with open(image, "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_cli_exports_and_reads_an_export(db_path, tmp_path, capsys):
+    def wf(ctx, _):
+        return ctx.activity("hello", lambda: "hi")
+    engine = dl.Engine(db_path)
+    engine.start(wf, None, run_id="r-exp")
+    engine.run_until_idle()
+    engine.close()
+    for suffix in (".jsonl", ".parquet"):
+        out = str(tmp_path / f"runs{suffix}")
+        assert cli.main(["export", db_path, "-o", out]) == 0
+        assert cli.main(["runs", out]) == 0
+        assert "r-exp" in capsys.readouterr().out
+        assert cli.main(["show", "r-exp", "--db", out]) == 0
+        assert "hello" in capsys.readouterr().out

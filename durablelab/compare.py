@@ -1,0 +1,166 @@
+"""Compare runs: one row of metrics per run, to put policies, fault plans and seeds side by
+side.
+
+An experiment asks questions such as "did full jitter cut the retries the rate limiter
+caused?", "what did the crash cost in re-executed effects?", "how much did replay re-read?".
+`compare` answers them from what each run recorded (its history, attempts, wake-ups and
+crashes) and nothing else, so it gives the same numbers for runs read from an engine and
+for runs read back from an export (`dl.load`), and it never needs the engine or the code.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pandas as pd
+
+from .export import as_runs
+from .run import Run
+
+#: attempt outcomes that get their own retries_<outcome> column; any other outcome (and
+#: retries a source did not record one by one) is counted in retries_other.
+RETRY_OUTCOMES = ("transient", "rate_limited", "timeout", "malformed", "non_retryable",
+                  "circuit_open")
+
+COLUMNS = ["status", "virtual_duration", "attempts", "activities", "retries",
+           *[f"retries_{o}" for o in RETRY_OUTCOMES], "retries_other", "crashes",
+           "effect_reexecutions", "model_calls", "input_tokens", "output_tokens", "tokens",
+           "cost", "wakeups", "events_replayed", "history_events", "history_bytes"]
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def compare(runs) -> pd.DataFrame:
+    """A DataFrame of metrics, one row per run, indexed by ``run_id``.
+
+    `runs` is a list of `Run`, a single `Run`, an `Engine` (all its runs) or the path of a
+    file written by `dl.export`. Columns (times in seconds of the engine's clock):
+
+    - ``status``: running, waiting, completed, failed, continued or diverged.
+    - ``virtual_duration``: ``ended_at - started_at``; for an unfinished run, the latest
+      instant it recorded (an event, the end of an attempt, a wake-up) minus ``started_at``.
+    - ``attempts``: activity attempts that reached an outcome (ok or an error). A row that
+      a worker crash cut short (outcome ``crashed``) is not an attempt: it is counted in
+      ``crashes``. Where a source records only an activity's last attempt number (Temporal),
+      that number counts, so unrecorded attempts are not lost.
+    - ``activities``: activities that had at least one attempt (each position once).
+    - ``retries``: ``attempts - activities``: attempts after an activity's first.
+    - ``retries_transient``, ``retries_rate_limited``, ``retries_timeout``,
+      ``retries_malformed``, ``retries_non_retryable``, ``retries_circuit_open``: the
+      retries each kind of failure caused: attempts with that outcome that another attempt
+      of the same activity followed. ``retries_non_retryable`` is 0 for durablelab runs,
+      which never retry such errors; that is the lesson. ``retries_other``: retries whose
+      outcome is none of these or was not recorded. The retries_* columns add up to
+      ``retries``.
+    - ``crashes``: worker deaths during the run's life (its own `Crash` faults, other runs'
+      and ``engine.crash()``), the rows of ``Run.crashes``.
+    - ``effect_reexecutions``: attempts whose function ran but whose answer was not
+      recorded, so a retry or the recovered worker ran it again: the run's own crashes at
+      ``after_effect`` plus attempts that timed out. It counts *possible* duplicate side
+      effects, as far as the run's records show: a `Hang` also ends as a time-out though
+      its function never ran, and an attempt in flight when another run's crash killed the
+      worker leaves no record at all. Whether a duplicate really happened is the service's
+      to say: its ledger counts true duplicates (``service.duplicate_effects``), and a
+      service that honours idempotency keys has none.
+    - ``model_calls``, ``input_tokens``, ``output_tokens``, ``tokens`` (input + output),
+      ``cost``: over the activities whose recorded result is a dict with a ``"usage"`` dict
+      (``input_tokens``, ``output_tokens``, ``cost``; a missing key counts 0), as
+      `dl.sim.SimLLM` returns. Only recorded answers count: tokens spent on an attempt that
+      failed (a malformed answer, a time-out) are not in history; the model's own ledger
+      (``llm.usage``) has them.
+    - ``wakeups``: how often the workflow code ran from the top (``Run.wakeups`` rows).
+    - ``events_replayed``: events handed back from history over all wake-ups: the price of
+      replay.
+    - ``history_events``: events in history; ``history_bytes``: the size of the history's
+      payload: for each event, the UTF-8 bytes of its name plus those of its value as
+      compact JSON (a missing value counts 0). It measures what a run stores and replays,
+      the same for a run from the engine and one loaded from an export.
+    """
+    rows = [metrics(run) for run in as_runs(runs)]
+    frame = pd.DataFrame(rows, columns=["run_id", *COLUMNS]).set_index("run_id")
+    return frame
+
+
+def metrics(run: Run) -> dict[str, Any]:
+    """The metrics of one run, as a dict (see `compare` for each one's meaning)."""
+    # Plain lists, not groupby: pandas costs tens of microseconds a call, and a sweep
+    # compares thousands of runs.
+    history, attempts, crashes, wakeups = run.history, run.attempts, run.crashes, run.wakeups
+    by_position: dict = {}      # position -> [(attempt, outcome)] of finished attempts
+    for position, attempt, outcome in zip(attempts["position"].tolist(),
+                                          attempts["attempt"].tolist(),
+                                          attempts["outcome"].tolist()):
+        if outcome != "crashed":
+            by_position.setdefault(position, []).append((attempt, outcome))
+    n_attempts, retries = 0, dict.fromkeys([*RETRY_OUTCOMES, "other"], 0)
+    for rows in by_position.values():
+        numbers = [a for a, _ in rows if not _missing(a)]
+        count = max(len(rows), int(max(numbers)) if numbers else 0)
+        n_attempts += count
+        for _, outcome in rows[:-1]:            # every attempt but the last was retried
+            retries[outcome if outcome in retries else "other"] += 1
+        retries["other"] += count - len(rows)   # retries a source did not list one by one
+    timeouts = sum(outcome == "timeout" for rows in by_position.values() for _, outcome in rows)
+    effect_crashes = sum(owner == run.run_id and point == "after_effect" for owner, point in
+                         zip(crashes["run_id"].tolist(), crashes["point"].tolist()))
+    names, values = history["name"].tolist(), history["value"].tolist()
+    usage = [_usage(value) for value, ok, kind in
+             zip(values, history["ok"].tolist(), history["kind"].tolist())
+             if kind == "activity" and ok]
+    usage = [u for u in usage if u is not None]
+    return {
+        "run_id": run.run_id,
+        "status": run.status,
+        "virtual_duration": _duration(run),
+        "attempts": n_attempts,
+        "activities": len(by_position),
+        "retries": n_attempts - len(by_position),
+        **{f"retries_{name}": count for name, count in retries.items()},
+        "crashes": len(crashes),
+        "effect_reexecutions": effect_crashes + timeouts,
+        "model_calls": len(usage),
+        "input_tokens": sum(u[0] for u in usage),
+        "output_tokens": sum(u[1] for u in usage),
+        "tokens": sum(u[0] + u[1] for u in usage),
+        "cost": float(sum(u[2] for u in usage)),
+        "wakeups": len(wakeups),
+        "events_replayed": int(sum(wakeups["replayed"].tolist())),
+        "history_events": len(history),
+        "history_bytes": sum(_size(name) + (0 if _missing(value) else _size(_ENCODER.encode(value)))
+                             for name, value in zip(names, values)),
+    }
+
+
+def _duration(run: Run) -> float:
+    if run.ended_at is not None:
+        return float(run.ended_at - run.started_at)
+    instants = [run.history["recorded_at"].max() if len(run.history) else None,
+                run.attempts["ended_at"].max() if len(run.attempts) else None,
+                run.wakeups["woke_at"].max() if len(run.wakeups) else None]
+    instants = [t for t in instants if t is not None and not pd.isna(t)]
+    return float(max(instants) - run.started_at) if instants else 0.0
+
+
+def _usage(value: Any) -> tuple[int, int, float] | None:
+    """(input_tokens, output_tokens, cost) of a model call's recorded result, or None."""
+    usage = value.get("usage") if isinstance(value, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    def number(key):
+        v = usage.get(key, 0)
+        return v if isinstance(v, (int, float)) and not isinstance(v, bool) else 0
+    return number("input_tokens"), number("output_tokens"), number("cost")
+
+
+def _missing(value: Any) -> bool:
+    # A frame shows a missing value as None, or as NaN in a column pandas made float.
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+
+
+def _size(text: Any) -> int:
+    return len(str(text).encode("utf-8"))
+
+
+__all__ = ["compare", "metrics", "COLUMNS", "RETRY_OUTCOMES"]
