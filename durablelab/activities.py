@@ -32,7 +32,7 @@ from .breaker import BreakerState
 from .context import Suspend
 from .errors import (BudgetExceeded, DurableLabError, ModelOutputError, NonRetryable,
                      RateLimited, Transient, activity_failed)
-from .faults import FAILURES, Crash, Hang, Latency, Malformed, Timeout, draw
+from .faults import Crash, Hang, Latency, Malformed, Timeout, draw
 from .retry import classify, next_delay
 
 

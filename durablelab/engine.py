@@ -17,10 +17,8 @@ mode had not committed is gone.
 from __future__ import annotations
 
 import heapq
-import inspect
-import random
-import sys
 import json
+import sys
 import uuid as _uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable

@@ -175,7 +175,6 @@ class Crash(Rule):
 
 RULE_TYPES = {cls.__name__: cls for cls in (RateLimit, ServerError, ConnectionReset, Timeout,
                                             Hang, Latency, Malformed, Crash)}
-FAILURES = (RateLimit, ServerError, ConnectionReset)
 
 
 def draw(seed: int, index: int, position: int, attempt: int) -> random.Random:
