@@ -15,7 +15,6 @@ the same on a live engine's run, on a run loaded from an export and on an import
 
 from __future__ import annotations
 
-import base64
 import html
 import json
 import linecache
@@ -36,7 +35,7 @@ BADGES = {REPLAYED: "REPLAYED from history", EXECUTED: "EXECUTED in this wake-up
           NOT_REACHED: "NOT REACHED in this wake-up"}
 VALUE_CHARS = 240    # a value longer than this is cut, with its full length said
 CONTEXT_LINES = 2    # source lines shown on each side of the line that made the call
-TAPE_CELLS = 100     # past this many positions the tape draws one bar per mode
+TAPE_CELLS = 100     # past this many steps the tape draws one bar per mode
 
 
 def human(seconds: float) -> str:
@@ -59,24 +58,13 @@ def _int(value: Any, default: int = 0) -> int:
 
 
 def _decode(value: Any) -> Any:
-    """Temporal payloads ({"metadata": {"encoding": base64}, "data": base64}) decoded for
-    display; anything else unchanged. Base64 and JSON only: nothing here runs code."""
-    if isinstance(value, list):
-        return [_decode(v) for v in value]
-    if not isinstance(value, dict):
+    """Temporal payloads decoded for display (base64 and JSON only: nothing runs), by the
+    importer's own rules."""
+    try:
+        from ..temporal_json import decode_payloads
+    except ImportError:   # without the importer there are no imported payloads to decode
         return value
-    if set(value) <= {"payloads"} and isinstance(value.get("payloads"), list):
-        decoded = _decode(value["payloads"])
-        return decoded[0] if len(decoded) == 1 else decoded
-    meta = value.get("metadata")
-    if isinstance(meta, dict) and isinstance(value.get("data"), str) and "encoding" in meta:
-        try:
-            encoding = base64.b64decode(meta["encoding"]).decode()
-            data = base64.b64decode(value["data"]).decode()
-            return json.loads(data) if encoding.startswith("json") else data
-        except (ValueError, TypeError):
-            return value
-    return {k: _decode(v) for k, v in value.items()}
+    return decode_payloads(value)
 
 
 def _short(value: Any, decode: bool = False, limit: int = VALUE_CHARS) -> str:
@@ -161,9 +149,10 @@ def _pane(title: str, body: str) -> str:
 class ReplayExplorer:
     """An ipywidgets view that steps through one wake-up's replay of a run.
 
-    Use it to see, position by position, what the workflow code asked for in one wake-up,
-    what history held there, and whether the answer was handed back from history (replayed:
-    the function did not run) or was new work recorded in that wake-up (executed).
+    Use it to see, step by step, what the workflow code asked for in one wake-up, what
+    history held at that position, and whether the answer was handed back from history
+    (replayed: the function did not run) or was new work recorded in that wake-up
+    (executed).
 
     Args:
         run: a `dl.Run` (from `engine.run(run_id)`, `dl.load(path)` or an import). Only its
@@ -172,10 +161,15 @@ class ReplayExplorer:
             None shows the last wake-up.
 
     Controls: a dropdown of wake-ups, a slider over the wake-up's steps with ◀ / ▶, and a
-    checkbox that extends the tape to positions the wake-up did not reach. The same moves
-    are methods: `next()`, `previous()`, `select_wakeup(i)`. State for tests and code:
-    `wakeup_index`, `step`, `steps`, `position`, `mode`, `summary`, `event_html`,
+    checkbox that extends the steps to the positions after the wake-up's end. The same
+    moves are methods: `next()`, `previous()`, `select_wakeup(i)`. State for tests and
+    code: `wakeup_index`, `step`, `steps`, `position`, `mode`, `summary`, `event_html`,
     `code_html`. Raises IndexError when `wakeup` is not a row of `run.wakeups`.
+
+    A durablelab wake-up replays positions 1..replayed and then records the next
+    `recorded` positions. A history that records which wake-up wrote each event (an
+    optional `wakeup` column in `run.history`, as an importer may provide) is followed
+    instead; an imported history without it is shown with that caveat.
     """
 
     def __init__(self, run, wakeup: int | None = None):
@@ -186,18 +180,32 @@ class ReplayExplorer:
                                 f".{frame} frame")
         self.run = run
         self._imported = getattr(run, "source", "durablelab") != "durablelab"
-        self._events = {_int(row["position"]): row for row in run.history.to_dict("records")}
+        rows = sorted(run.history.to_dict("records"), key=lambda row: _int(row["position"]))
+        self._events = {_int(row["position"]): row for row in rows}
         self._wakeups = [(row.get("woke_at"), str(row.get("reason")),
                           _int(row.get("replayed")), _int(row.get("recorded")))
                          for row in run.wakeups.to_dict("records")]
+        self._linked = "wakeup" in run.history and run.history["wakeup"].notna().any()
+        self._plans = self._plans_of(rows)
+        # Per position, read once: a frame lookup per step would cost more than the page.
+        self._outcomes, self._crashes = {}, {}
+        attempts = getattr(run, "attempts", None)
+        if attempts is not None and {"position", "outcome"} <= set(attempts.columns):
+            for position, outcome in zip(attempts["position"], attempts["outcome"]):
+                self._outcomes.setdefault(_int(position, -1), []).append(str(outcome))
+        crashes = getattr(run, "crashes", None)
+        for row in [] if crashes is None else crashes.to_dict("records"):
+            if row.get("run_id") == run.run_id:
+                self._crashes.setdefault(_int(row.get("position"), -1), []).append(row)
+        self._recorders = self._recorders_of(rows)
         self._busy = False
+        self._walk: list = []          # the positions the slider walks, step 1 first
         self.wakeup_index: int | None = None
 
         self.dropdown = widgets.Dropdown(
             options=[(self._wakeup_label(i), i) for i in range(len(self._wakeups))],
             description="wake-up", layout=widgets.Layout(width="auto", max_width="640px"))
         self.slider = widgets.IntSlider(value=1, min=1, max=1, description="step",
-                                        continuous_update=True,
                                         layout=widgets.Layout(flex="1 1 auto"))
         self.back = widgets.Button(description="◀", tooltip="previous step",
                                    layout=widgets.Layout(width="40px"))
@@ -231,6 +239,53 @@ class ReplayExplorer:
             self.summary_pane, self.notes_pane])
         self.select_wakeup(len(self._wakeups) - 1 if wakeup is None else wakeup)
 
+    # --- what each wake-up did --------------------------------------------------------------
+    def _plans_of(self, rows: list) -> list[tuple[list, list]]:
+        """Per wake-up: (the positions it replayed, the positions it recorded), in order.
+        Positions history no longer holds (records lost in a crash) continue the numbering."""
+        positions = [_int(row["position"]) for row in rows]
+        if self._linked:
+            done: dict[int, list] = {}
+            for row in rows:
+                if not _missing(row.get("wakeup")):
+                    done.setdefault(_int(row["wakeup"]), []).append(_int(row["position"]))
+            return [(positions[:replayed], done.get(index, []))
+                    for index, (_, _, replayed, _) in enumerate(self._wakeups)]
+        longest = max((r + n for _, _, r, n in self._wakeups), default=0)
+        while len(positions) < longest:
+            positions.append(positions[-1] + 1 if positions else 1)
+        return [(positions[:replayed], positions[replayed:replayed + recorded])
+                for _, _, replayed, recorded in self._wakeups]
+
+    def _recorders_of(self, rows: list) -> dict:
+        """position -> the wake-up whose record of it history holds. Without a `wakeup`
+        column: the last wake-up that recorded it, since a wake-up records only past the end
+        of the history it replayed, so a later one recording the same position means the
+        earlier record was lost."""
+        if self._linked:
+            return {_int(row["position"]): _int(row.get("wakeup"), -1) for row in rows
+                    if not _missing(row.get("wakeup"))}
+        if self._imported:
+            return {}   # durablelab's rule would only guess for another engine's history
+        found = {}
+        for index, (_, recorded) in enumerate(self._plans):
+            found.update(dict.fromkeys(recorded, index))
+        return found
+
+    def _positions(self) -> list:
+        """The positions the slider walks for this wake-up: its plan, then (with the box
+        ticked, or when it has no steps) the positions after its last one."""
+        replayed, recorded = self._plans[self.wakeup_index]
+        plan = replayed + recorded
+        if self.show_rest.value or not plan:
+            plan = plan + self._after(plan)
+        return plan
+
+    def _after(self, plan: list) -> list:
+        """The positions history holds after the last one of `plan`."""
+        end = max(plan, default=0)
+        return [p for p in self._events if p > end]
+
     # --- moving -----------------------------------------------------------------------------
     def select_wakeup(self, index: int) -> None:
         """Show wake-up `index` (a row of `run.wakeups`; negative counts from the end), from
@@ -244,14 +299,13 @@ class ReplayExplorer:
             rows = f"{count} wake-up(s), 0 to {count - 1}" if count else "no wake-ups"
             raise IndexError(f"wake-up {index!r} is not a row of run.wakeups: run "
                              f"{self.run.run_id!r} has {rows}")
-        index = row % count
         self._busy = True
         try:
-            self.wakeup_index = index
-            self.dropdown.value = index
-            self.slider.value = 1
-            self.slider.max = self._last_step()
-            self.show_rest.disabled = self._last_position() <= self.steps
+            self.wakeup_index = row % count
+            self.dropdown.value = self.wakeup_index
+            self._fit_slider(1)
+            replayed, recorded = self._plans[self.wakeup_index]
+            self.show_rest.disabled = not self._after(replayed + recorded)
         finally:
             self._busy = False
         self._render()
@@ -264,6 +318,12 @@ class ReplayExplorer:
         """One step back (stays on the first step)."""
         self.slider.value = max(self.slider.value - 1, self.slider.min)
 
+    def _fit_slider(self, value: int) -> None:
+        self._walk = self._positions()
+        self.slider.value = 1
+        self.slider.max = max(len(self._walk), 1)
+        self.slider.value = min(value, self.slider.max)
+
     def _on_dropdown(self, change) -> None:
         if not self._busy and change["new"] != self.wakeup_index:
             self.select_wakeup(change["new"])
@@ -274,17 +334,21 @@ class ReplayExplorer:
 
     def _on_show_rest(self, change) -> None:
         if self.wakeup_index is not None:
-            self.slider.max = self._last_step()   # clamps the step, which renders
+            self._busy = True
+            try:
+                self._fit_slider(self.slider.value)
+            finally:
+                self._busy = False
             self._render()
 
     # --- state ------------------------------------------------------------------------------
     @property
     def steps(self) -> int:
-        """Events this wake-up replayed plus those it recorded: its steps 1..steps."""
+        """The wake-up's steps: the events it replayed plus those it recorded."""
         if self.wakeup_index is None:
             return 0
-        _, _, replayed, recorded = self._wakeups[self.wakeup_index]
-        return replayed + recorded
+        replayed, recorded = self._plans[self.wakeup_index]
+        return len(replayed) + len(recorded)
 
     @property
     def step(self) -> int:
@@ -293,14 +357,17 @@ class ReplayExplorer:
 
     @property
     def position(self) -> int | None:
-        """The history position shown: a wake-up replays from position 1, so it is `step`."""
-        return None if self.wakeup_index is None else self.slider.value
+        """The history position of this step (in a durablelab run, the step itself: every
+        wake-up replays from position 1); None when there is none."""
+        if self.wakeup_index is None or not self._walk:
+            return None
+        return self._walk[self.slider.value - 1]
 
     @property
     def mode(self) -> str | None:
-        """'replayed', 'executed' or 'not reached': what the code did at this position in
-        this wake-up."""
-        return None if self.wakeup_index is None else self._mode(self.position)
+        """'replayed', 'executed' or 'not reached': what the code did at this step in this
+        wake-up."""
+        return None if self.wakeup_index is None else self._mode(self.slider.value)
 
     @property
     def event_html(self) -> str:
@@ -319,28 +386,11 @@ class ReplayExplorer:
         return (f"woke at {self._when(woke_at)} for {reason}: replayed {replayed} "
                 f"event{'' if replayed == 1 else 's'}, recorded {recorded}")
 
-    def _mode(self, position: int) -> str:
-        _, _, replayed, recorded = self._wakeups[self.wakeup_index]
-        if position <= replayed:
+    def _mode(self, step: int) -> str:
+        replayed, recorded = self._plans[self.wakeup_index]
+        if step <= len(replayed):
             return REPLAYED
-        return EXECUTED if position <= replayed + recorded else NOT_REACHED
-
-    def _last_position(self) -> int:
-        return max(self._events, default=0)
-
-    def _last_step(self) -> int:
-        last = max(self.steps, self._last_position()) if self.show_rest.value else self.steps
-        return max(last, 1)
-
-    def _recorded_by(self, position: int) -> int | None:
-        """The wake-up whose record of `position` history holds: the last one that recorded
-        it. A wake-up only records past the end of the history it replayed, so a later
-        wake-up recording the same position means the earlier record was lost."""
-        found = None
-        for index, (_, _, replayed, recorded) in enumerate(self._wakeups):
-            if replayed < position <= replayed + recorded:
-                found = index
-        return found
+        return EXECUTED if step <= len(replayed) + len(recorded) else NOT_REACHED
 
     def _when(self, instant) -> str:
         """An instant as time since the run started, in human units."""
@@ -359,10 +409,10 @@ class ReplayExplorer:
 
     # --- rendering --------------------------------------------------------------------------
     def _render(self) -> None:
-        position = self.position
+        step, position = self.slider.value, self.position
         self.event_pane.value = self._event_html(position)
-        self.code_pane.value = self._code_html(position)
-        self.tape.value = self._tape_html(position)
+        self.code_pane.value = self._code_html(step, position)
+        self.tape.value = self._tape_html(step)
         divergence = self._divergence()
         summary = self.summary
         if divergence is not None:
@@ -370,8 +420,13 @@ class ReplayExplorer:
                         f"non-determinism ({getattr(divergence, 'reason', '?')})")
         elif self.wakeup_index == len(self._wakeups) - 1:
             summary += f"; the run is now {getattr(self.run, 'status', '?')}"
+        caveat = ""
+        if self._imported and not self._linked:
+            caveat = (f"<br><i>This {html.escape(str(self.run.source))} history does not say "
+                      f"which events each wake-up replayed or recorded: the split shown "
+                      f"assumes durablelab's rule (replay from the top, then record).</i>")
         self.summary_pane.value = (f'<div style="margin-top:6px;font-size:13px;line-height:1.4">'
-                                   f'{html.escape(summary)}</div>')
+                                   f'{html.escape(summary)}{caveat}</div>')
         self.back.disabled = self.slider.value <= self.slider.min
         self.forward.disabled = self.slider.value >= self.slider.max
 
@@ -381,18 +436,18 @@ class ReplayExplorer:
                 f"recorded {recorded}")
 
     def _tape_html(self, current: int) -> str:
-        """The wake-up's positions coloured by mode, the current one marked: a cell per
-        position for a short history, a bar per mode for a long one."""
-        last = self.slider.max
+        """The steps coloured by mode, the current one marked: a cell per step for a short
+        wake-up, a bar per mode for a long one."""
+        walk, last = self._walk, len(self._walk)
         if last <= TAPE_CELLS:
             cells = []
-            for position in range(1, last + 1):
-                mode = self._mode(position)
+            for step, position in enumerate(walk, 1):
+                mode = self._mode(step)
                 background, text, border = COLOURS[mode]
                 event = self._events.get(position)
                 what = (call_text(event["kind"], event["name"], event.get("value"))
                         if event else "no event")
-                outline = "outline:2px solid #202124;" if position == current else ""
+                outline = "outline:2px solid #202124;" if step == current else ""
                 cells.append(
                     f'<div title="{html.escape(f"position {position}: {what} ({mode})")}" '
                     f'style="flex:1 1 0;min-width:6px;max-width:36px;height:18px;'
@@ -400,38 +455,47 @@ class ReplayExplorer:
                     f'font-size:10px;text-align:center;line-height:18px;overflow:hidden">'
                     f'{position if last <= 40 else ""}</div>')
         else:
-            _, _, replayed, recorded = self._wakeups[self.wakeup_index]
-            spans = [(1, min(replayed, last), REPLAYED),
-                     (replayed + 1, min(replayed + recorded, last), EXECUTED),
-                     (replayed + recorded + 1, last, NOT_REACHED)]
-            cells = [f'<div title="positions {a}–{b}: {mode}" style="flex:{b - a + 1} 1 0;'
-                     f'height:18px;background:{COLOURS[mode][0]};'
-                     f'border:1px solid {COLOURS[mode][2]}"></div>'
-                     for a, b, mode in spans if b >= a]
+            replayed, recorded = self._plans[self.wakeup_index]
+            ends = [(len(replayed), REPLAYED), (len(replayed) + len(recorded), EXECUTED),
+                    (last, NOT_REACHED)]
+            cells, first = [], 1
+            for end, mode in ends:
+                end = min(end, last)
+                if end >= first:
+                    cells.append(
+                        f'<div title="positions {walk[first - 1]}–{walk[end - 1]}: {mode}" '
+                        f'style="flex:{end - first + 1} 1 0;height:18px;'
+                        f'background:{COLOURS[mode][0]};border:1px solid {COLOURS[mode][2]}">'
+                        f'</div>')
+                    first = end + 1
             left = 100 * (current - 0.5) / last
             cells.append(f'<div style="position:absolute;left:{left:.2f}%;top:-2px;width:2px;'
                          f'height:22px;background:#202124"></div>')
         legend = " ".join(
             f'<span style="color:{COLOURS[m][1]};background:{COLOURS[m][0]};padding:0 4px">'
             f'{html.escape(m)}</span>' for m in (REPLAYED, EXECUTED, NOT_REACHED))
+        where = f"step {current} of {last} · position {walk[current - 1]}" if last else "no steps"
         return (f'<div style="display:flex;gap:1px;margin:4px 0;position:relative">'
                 f'{"".join(cells)}</div><div style="font-size:11px;line-height:1.6">'
-                f'position {current} of {last} · {legend}</div>')
+                f'{where} · {legend}</div>')
 
-    def _event_html(self, position: int) -> str:
+    def _event_html(self, position: int | None) -> str:
+        if position is None:
+            return _pane("History", "<p>History holds no events.</p>")
         event = self._events.get(position)
         title = f"History at position {position}"
         if event is None:
-            return _pane(title, f"<p>History has no event at position {position}.</p>")
-        value = event.get("value")
+            return _pane(title, f"<p>History has no event at position {position} (what was "
+                                f"recorded there was not kept).</p>")
+        value, kind = event.get("value"), str(event["kind"])
         rows = [("position", html.escape(str(position))),
-                ("call", f"<code>{html.escape(call_text(event['kind'], event['name'], value))}"
-                         f"</code>"),
-                ("kind", html.escape(str(event["kind"]))),
+                ("call", f"<code>{html.escape(call_text(kind, event['name'], value))}</code>"),
+                ("kind", html.escape(kind)),
                 ("name", html.escape(str(event["name"]))),
                 ("value", f"<code>{html.escape(_short(value, decode=self._imported))}</code>")]
         if not _missing(event.get("ok")) and not event["ok"]:
-            rows.append(("ok", "<b>False</b>: the activity failed for good"))
+            rows.append(("ok", "<b>False</b>" + (": the activity failed for good"
+                                                 if kind == "activity" else "")))
         if not _missing(event.get("recorded_at")):
             when, exact = self._when(event["recorded_at"]), f"{event['recorded_at']:g} s"
             rows.append(("recorded at", html.escape(
@@ -442,47 +506,45 @@ class ReplayExplorer:
         if not _missing(outcome):
             error = " ".join(str(event[k]) for k in ("error_class", "error")
                              if not _missing(event.get(k)))
-            rows.append(("outcome", html.escape(f"{outcome}: {error}" if error else outcome)))
+            rows.append(("outcome", html.escape(f"{outcome}: {error}" if error else str(outcome))))
         rows.append(("recorded by", html.escape(self._recorder_text(position))))
-        crashes = getattr(self.run, "crashes", None)
-        for row in [] if crashes is None else crashes.to_dict("records"):
-            if _int(row.get("position"), -1) == position and row.get("run_id") == self.run.run_id:
-                rows.append(("worker crash", html.escape(
-                    f"{row['point']} at {self._when(row['crashed_at'])}")))
+        for row in self._crashes.get(position, ()):
+            rows.append(("worker crash", html.escape(
+                f"{row['point']} at {self._when(row['crashed_at'])}")))
         return _pane(title, _table(rows))
 
     def _attempts_text(self, position: int, event: dict) -> str:
         text = str(_int(event["attempt"]))
-        attempts = getattr(self.run, "attempts", None)
-        if attempts is None or "position" not in attempts or "outcome" not in attempts:
-            return text
-        outcomes = [str(o) for o in attempts.loc[attempts["position"] == position, "outcome"]]
+        outcomes = self._outcomes.get(position, [])
         return f"{text} (attempts: {' → '.join(outcomes)})" if len(outcomes) > 1 else text
 
     def _recorder_text(self, position: int) -> str:
-        index = self._recorded_by(position)
-        if index is None:
+        index = self._recorders.get(position)
+        if self._imported and not self._linked:
+            return f"not said by this {self.run.source} history"
+        if index is None or not 0 <= index < len(self._wakeups):
             return "no wake-up's code (e.g. an attempt that ended between wake-ups)"
         woke_at, reason, _, _ = self._wakeups[index]
         return f"wake-up {index} (woke at {self._when(woke_at)} for {reason})"
 
-    def _code_html(self, position: int) -> str:
-        mode = self._mode(position)
+    def _code_html(self, step: int, position: int | None) -> str:
+        mode, index = self._mode(step), self.wakeup_index
         event = self._events.get(position)
-        index = self.wakeup_index
         title = f"The code's request in wake-up {index}"
+        if position is None:
+            return _pane(title, "<p>This wake-up recorded nothing, and history holds no "
+                                "events.</p>")
         parts = [_badge(mode)]
-        if mode in (REPLAYED, EXECUTED):
-            parts.append(f"<p>{self._request_text(mode, event)}</p>")
-        if mode == EXECUTED:
-            recorder = self._recorded_by(position)
-            if recorder is not None and recorder != index:
-                parts.append(
-                    f'<p style="color:#b06000">⚠ What this wake-up recorded here was lost '
-                    f'before it was committed (a worker crash); the event shown was recorded '
-                    f'again by wake-up {recorder}.</p>')
         if mode == NOT_REACHED:
             parts.append(f"<p>{html.escape(self._stop_text(position))}</p>")
+        else:
+            parts.append(f"<p>{self._request_text(mode, event)}</p>")
+        recorder = self._recorders.get(position)
+        if mode == EXECUTED and recorder is not None and recorder != index:
+            parts.append(
+                f'<p style="color:#b06000">⚠ What this wake-up recorded here was lost before '
+                f'it was committed (a worker crash); the event shown was recorded again by '
+                f'wake-up {recorder}.</p>')
         divergence = self._divergence()
         if divergence is not None and position == divergence.position:
             return _pane(title, "".join(parts) + self._divergence_html(divergence))
@@ -498,7 +560,7 @@ class ReplayExplorer:
     def _request_text(mode: str, event: dict | None) -> str:
         """What the code asked for at a replayed or executed step, and what came of it (HTML)."""
         if event is None:
-            return "History has no event here (it was not kept)."
+            return "History no longer holds what was recorded here."
         kind, name = event["kind"], event["name"]
         if kind in WAIT_ENDS:
             wait, ending = WAIT_ENDS[kind]
@@ -519,10 +581,11 @@ class ReplayExplorer:
                 f"work: {ran}.")
 
     def _stop_text(self, position: int) -> str:
-        _, _, replayed, recorded = self._wakeups[self.wakeup_index]
-        last = replayed + recorded
+        replayed, recorded = self._plans[self.wakeup_index]
+        plan = replayed + recorded
         text = (f"The code did not reach position {position} in this wake-up: it stopped "
-                + (f"after position {last}" if last else "before its first recorded ctx call"))
+                + (f"after position {max(plan)}" if plan else "before its first recorded "
+                   "ctx call"))
         if self.wakeup_index + 1 < len(self._wakeups):
             woke_at, reason, _, _ = self._wakeups[self.wakeup_index + 1]
             text += f"; the next wake-up came at {self._when(woke_at)} for {reason}"
@@ -569,8 +632,8 @@ class ReplayExplorer:
             return ""
         items = "".join(f"<li>{html.escape(n)}</li>" for n in notes)
         return (f'<div style="margin-top:6px;font-size:13px;line-height:1.4"><b>Notes on this '
-                f'history (source: {html.escape(str(source))})</b><ul style="margin:2px 0">{items}'
-                f'</ul></div>')
+                f'history (source: {html.escape(str(source))})</b>'
+                + (f'<ul style="margin:2px 0">{items}</ul>' if items else "") + '</div>')
 
     def _empty_html(self) -> str:
         return (f'<p style="line-height:1.4">Run {html.escape(repr(self.run.run_id))} has no '
