@@ -122,11 +122,12 @@ class Activities:
             elif isinstance(rule, Timeout):
                 value_json, error, latency = None, None, float("inf")
         elif isinstance(rule, Hang):
-            latency = float("inf")
+            latency = float("inf")   # silent: not even a heartbeat comes (see _cut)
         else:
             error = rule.error()
         first_started_at = previous[0][4] if previous else now
-        ended, timed_out = self._cut(state, req, now, now + latency, first_started_at)
+        ended, timed_out = self._cut(state, req, now, now + latency, first_started_at,
+                                     silent=isinstance(rule, Hang))
         if timed_out is not None:
             value_json, error = None, Transient(
                 f"activity {name!r} timed out: {timed_out} passed before it answered",
@@ -168,9 +169,11 @@ class Activities:
                 return latency, rule
         return latency, None
 
-    def _cut(self, state, req, started_at, ended_at, first_started_at):
-        """Apply the nearest time-out: (when the attempt ends, which limit cut it or None)."""
-        limits = [(req["start_to_close"], started_at, "start_to_close"),
+    def _cut(self, state, req, started_at, ended_at, first_started_at, silent=False):
+        """Apply the nearest time-out: (when the attempt ends, which limit cut it or None).
+        A silent attempt (a hang) also misses its first heartbeat, if it promised one."""
+        limits = [(req["heartbeat"] if silent else None, started_at, "heartbeat"),
+                  (req["start_to_close"], started_at, "start_to_close"),
                   (req["schedule_to_close"], first_started_at, "schedule_to_close"),
                   (state.timeout, state.started_at, "the run's time-out")]
         cut = None
@@ -238,16 +241,19 @@ class Activities:
         malformed = sum(1 for row in previous if row[7] == "ModelOutputError")
         if isinstance(error, ModelOutputError):
             retry = malformed + 1 <= policy.model_output_budget
+            why = f"its model-output budget ({policy.model_output_budget} retries) is spent"
         elif isinstance(error, NonRetryable):
-            retry = False
+            retry, why = False, "its error is not retryable"
         else:
             retry = attempt - malformed < policy.max_attempts
+            why = f"its retries are spent (max_attempts={policy.max_attempts})"
         if retry:
             rng = random.Random(f"retry:{state.seed}:{state.run_id}:{position}:{attempt}")
             delay = next_delay(policy, attempt, error, rng)
             limit = o["schedule_to_close"]
             if limit is not None and o["ended_at"] + delay > o["first_started_at"] + limit:
                 retry = False
+                why = f"the next attempt would start after schedule_to_close={limit:g}s"
         if retry:
             row = (state.run_id, position, name, attempt, o["started_at"], o["ended_at"],
                    outcome_of(error), error.error_class, error.message, delay,
@@ -256,7 +262,7 @@ class Activities:
             self._write(state, "attempts", row)
             raise Suspend(o["ended_at"] + delay, "retry", name=name, position=position,
                           attempt=attempt)
-        failed = activity_failed(state.run_id, name, position, attempt, error)
+        failed = activity_failed(state.run_id, name, position, attempt, error, why)
         event = h.Event(position, h.ACTIVITY, name, o["digest"], False,
                         json.dumps(failed.to_json()), o["ended_at"], attempt, o["started_at"],
                         outcome_of(error), error.error_class, error.message,
@@ -306,7 +312,8 @@ class Activities:
         """Commit the facts of a worker's death, then unwind to the scheduler. Attempts in
         flight are lost with the worker; one that promised heartbeats (or has a
         start-to-close) is noticed as lost when the next heartbeat (or the time-out) is
-        missed, and recorded then as a timed-out attempt, so its retry waits until then."""
+        missed, and recorded as a timed-out attempt, so its retry waits until then; any
+        other is recorded as crashed and runs again as soon as a fresh worker is up."""
         now = self.clock.now()
         lost = [row for row in map(self._lost_attempt, self._runs.values()) if row]
         self.store.write({"faults": list(faults), "attempts": lost,
@@ -314,6 +321,7 @@ class Activities:
         raise WorkerCrash(cause)
 
     def _lost_attempt(self, state) -> tuple | None:
+        """The attempts row of a run's attempt in flight when the worker died, or None."""
         o = state.inflight
         if o is None:
             return None
@@ -323,8 +331,10 @@ class Activities:
         elif o["start_to_close"] is not None:
             noticed = max(now, o["started_at"] + o["start_to_close"])
             how = f"no answer within start_to_close={o['start_to_close']:g}s"
-        else:
-            return None  # nothing can notice it: the fresh worker runs it again at once
+        else:   # nothing but the fresh worker can notice it, and it runs it again at once
+            return (state.run_id, o["position"], o["name"], o["attempt"], o["started_at"],
+                    now, "crashed", None, "the worker running this attempt died", 0.0,
+                    o["policy"].max_attempts)
         return (state.run_id, o["position"], o["name"], o["attempt"], o["started_at"],
                 noticed, "timeout", "Transient",
                 f"the worker running this attempt died; noticed by {how}", 0.0,

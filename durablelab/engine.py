@@ -448,7 +448,7 @@ class Engine(Activities):
         cursor = h.Cursor(state.history, state.run_id, state.workflow)
         ctx = Context(self, state, cursor)
         state.status, state.waiting, state.waiting_on, state.due_at = "running", None, None, None
-        before = len(state.history)
+        woke_at, before = self.clock.now(), len(state.history)
         crashed = False
         try:
             result = state.fn(ctx, json.loads(state.input_json))
@@ -480,8 +480,7 @@ class Engine(Activities):
                 self._end(state, "failed", error=workflow_error(
                     state.run_id, state.workflow, exc, _location(exc)))
         finally:
-            row = (state.run_id, self.clock.now(), reason, cursor.replayed,
-                   len(state.history) - before)
+            row = (state.run_id, woke_at, reason, cursor.replayed, len(state.history) - before)
             state.wakeups.append(row)
             self._telemetry.append(row)
             if not crashed and self.durability == "batch":

@@ -271,9 +271,8 @@ def non_determinism(run_id, workflow, position, recorded, requested, call_site, 
         requested=requested, call_site=call_site, reason=reason, hint=hint)
 
 
-def activity_failed(run_id, activity, position, attempts, error: ActivityError) -> ActivityFailed:
-    why = ("its error is not retryable" if isinstance(error, NonRetryable)
-           else "its retries are spent")
+def activity_failed(run_id, activity, position, attempts, error: ActivityError,
+                    why: str) -> ActivityFailed:
     message = (f"Activity {activity!r} (run {run_id!r}, position {position}) failed for good "
                f"after {attempts} attempt(s), because {why}: {error.error_class}: "
                f"{error.message}")

@@ -75,7 +75,7 @@ def parse(text: str, schema, model: str = "the model") -> dict:
         looks = ("it looks cut off" if text.lstrip().startswith(("{", "["))
                  else "it is prose or a refusal, not JSON")
         raise ModelOutputError(
-            f"{model}'s answer is not valid JSON ({exc.msg} at character {exc.pos}; "
+            f"{model}'s answer is not valid JSON ({exc}; "
             f"{looks}): {_snippet(text)}", cause_class="JSONDecodeError") from None
     try:
         return schema.model_validate(data).model_dump(mode="json")

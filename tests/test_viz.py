@@ -103,9 +103,14 @@ def render(fig):
 def test_timeline_is_a_figure_made_without_pyplot(story_run):
     managers = _pylab_helpers.Gcf.get_num_fig_managers()
     fig = dl.viz.timeline([story_run])
-    assert type(fig) is Figure
+    assert isinstance(fig, Figure)
     assert _pylab_helpers.Gcf.get_num_fig_managers() == managers
     render(fig)
+
+
+def test_timeline_shows_itself_in_a_notebook_without_the_inline_backend(story_run):
+    png = dl.viz.timeline([story_run])._repr_png_()
+    assert png.startswith(b"\x89PNG")
 
 
 def test_run_timeline_works_on_every_call(story_run):

@@ -15,11 +15,13 @@ each other. Everything is read from `Run` frames only, so imported runs draw the
 
 from __future__ import annotations
 
+import io
+
 import math
 from dataclasses import dataclass
 
 import pandas as pd
-from matplotlib.figure import Figure
+import matplotlib.figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import MaxNLocator
@@ -34,10 +36,12 @@ PALETTE = {
     "non_retryable": "#D55E00",  # vermillion
     "malformed": "#CC79A7",      # reddish purple
     "crashed": "#000000",        # black, like the crash line
+    "circuit_open": "#BBBBBB",   # light grey: refused without a call
 }
 OUTCOME_LABELS = {"ok": "ok", "transient": "transient", "rate_limited": "rate limited",
                   "timeout": "timeout", "non_retryable": "non-retryable",
-                  "malformed": "malformed", "crashed": "crashed"}
+                  "malformed": "malformed", "crashed": "crashed",
+                  "circuit_open": "circuit open"}
 UNKNOWN_COLOUR = "#999999"
 WAIT_COLOUR = "#0072B2"          # blue, not used by any outcome
 WAIT_STYLES = {"timer": {"hatch": "////", "label": "durable timer"},
@@ -49,6 +53,17 @@ LABELS = {"backoff": "backoff (retry wait)", "crash": "worker crash",
           "wakeup": "wake-up (↻ replayed, + recorded)"}
 UNITS = (("s", 1.0), ("min", 60.0), ("h", 3600.0), ("days", 86400.0))
 WAIT_LANE = "waits"
+
+
+class Figure(matplotlib.figure.Figure):
+    """A matplotlib Figure that shows itself as a picture in a notebook cell, whether or not
+    the inline backend has been switched on (built without pyplot, so no global state)."""
+
+    def _repr_png_(self) -> bytes:
+        buffer = io.BytesIO()
+        self.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+        return buffer.getvalue()
+
 
 # A wait is two events: its start (kind -> how the lane draws it) and one of its ends.
 _WAIT_STARTS = {"sleep": "timer", "wait_signal": "signal"}
