@@ -398,9 +398,11 @@ class Engine(Activities):
 
     def _crash_rows(self, state: RunState) -> list[tuple]:
         end = state.ended_at if state.ended_at is not None else float("inf")
+        # Its own crashes, and other runs' while it was alive (one started at the very
+        # instant of a crash, after it, was not).
         return [row for row in self.store.fetch(
             "SELECT crashed_at, run_id, position, point, cause FROM crashes ORDER BY crashed_at")
-            if state.started_at <= row[0] <= end]
+            if row[1] == state.run_id or state.started_at < row[0] <= end]
 
     def _check_open(self) -> None:
         if self._closed:

@@ -6,7 +6,7 @@ Views read what the engine or the store holds; they never change it. Frames:
   recorded_at, attempt, outcome, error_class, call_site ('file:line' of the ctx call).
 - `attempts`: one row per activity attempt: position, activity, attempt, started_at,
   ended_at, outcome (ok, transient, rate_limited, timeout, non_retryable, malformed,
-  crashed), error_class, error, delay (the backoff chosen before the next attempt),
+  circuit_open, crashed, or in_flight for an attempt that has not ended), error_class, error, delay (the backoff chosen before the next attempt),
   max_attempts (the policy's, on attempts that were retried).
 - `wakeups`: one row per time the code ran from the top: woke_at, reason, replayed, recorded.
 - `crashes`: worker deaths during the run's life: crashed_at, run_id (whose fault it was), position,
@@ -79,6 +79,10 @@ class Run:
         rows += [(f[4], names.get(f[4], "?"), f[5], f[6], f[6], "crashed", None,
                   f"worker crashed at {f[3]}", None, None, 2 if f[3] == "after_record" else 0)
                  for f in state.fault_rows if f[2] == "Crash" and f[3] != "during_wait"]
+        if state.inflight is not None:   # started, not ended: in flight, or hung for good
+            o = state.inflight
+            rows.append((o["position"], o["name"], o["attempt"], o["started_at"], None,
+                         "in_flight", None, None, None, None, 3))
         attempts = pd.DataFrame(rows, columns=[*ATTEMPT_COLUMNS, "order"])
         attempts = (attempts.sort_values(["position", "started_at", "order", "attempt"],
                                          kind="stable")

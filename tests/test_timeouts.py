@@ -41,6 +41,8 @@ def test_hang_without_any_timeout_hangs_the_run(engine):
     run = one_activity(engine, [Hang("call")], calls)
     assert run.status == "running" and calls == []           # in flight, forever
     assert engine.clock.now() == 0.0
+    assert list(run.attempts["outcome"]) == ["in_flight"]    # visible, not silently missing
+    assert run.attempts["ended_at"].isna().all()
 
 
 def test_run_timeout_rescues_a_hanging_run(engine):

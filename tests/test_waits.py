@@ -208,3 +208,14 @@ def test_latency_interleaves_runs_in_virtual_time(engine):
     engine.start(fast_run, None)
     engine.run_until_idle()
     assert seen == [(0.0, "slow-1"), (5.0, "fast-1"), (10.0, "slow-2")]
+
+
+def test_a_run_started_after_a_crash_does_not_list_it(engine):
+    def wf(ctx, _):
+        return ctx.activity("boom", lambda: "x")
+    first = engine.start(wf, None, faults=[dl.faults.Crash("boom", point="after_effect")])
+    engine.run_until_idle()
+    later = engine.start(wf, None)             # same virtual instant, after the crash
+    engine.run_until_idle()
+    assert len(engine.run(first).crashes) == 1
+    assert engine.run(later).crashes.empty

@@ -37,11 +37,12 @@ PALETTE = {
     "malformed": "#CC79A7",      # reddish purple
     "crashed": "#000000",        # black, like the crash line
     "circuit_open": "#BBBBBB",   # light grey: refused without a call
+    "in_flight": "#FFFFFF",      # white: started, no answer yet
 }
 OUTCOME_LABELS = {"ok": "ok", "transient": "transient", "rate_limited": "rate limited",
                   "timeout": "timeout", "non_retryable": "non-retryable",
                   "malformed": "malformed", "crashed": "crashed",
-                  "circuit_open": "circuit open"}
+                  "circuit_open": "circuit open", "in_flight": "in flight"}
 UNKNOWN_COLOUR = "#999999"
 WAIT_COLOUR = "#0072B2"          # blue, not used by any outcome
 WAIT_STYLES = {"timer": {"hatch": "////", "label": "durable timer"},
