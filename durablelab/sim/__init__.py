@@ -6,6 +6,7 @@ count how often the same effect was asked for.
 """
 
 from .llm import SimLLM, TokenBucket
-from .services import ERP, Bank, Email, Payments, Service
+from .services import ERP, Bank, Email, Payments, Service, ServiceUnavailable
 
-__all__ = ["Service", "Payments", "Email", "ERP", "Bank", "SimLLM", "TokenBucket"]
+__all__ = ["Service", "ServiceUnavailable", "Payments", "Email", "ERP", "Bank", "SimLLM",
+           "TokenBucket"]

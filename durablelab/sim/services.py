@@ -4,12 +4,23 @@ Each service records every call and every effect. A service that honours idempot
 (``honor_keys=True``, the default) answers a repeated key with the first answer and creates
 no new effect; one that ignores keys creates a new effect every time, so a retry after a
 crash in the window between an effect and its record shows up as a duplicate you can count.
+
+A service can also fail on its own (``failure_rate``): a request then gets a
+`ServiceUnavailable` (HTTP 503) before it has any effect, drawn from the service's seed and
+the request's number, so the same calls fail the same way on every run of a notebook.
 """
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 from typing import Any
+
+
+class ServiceUnavailable(Exception):
+    """The service answered 503; `dl.classify` makes it a Transient error."""
+
+    status_code = 503
 
 
 class Service:
@@ -17,8 +28,13 @@ class Service:
 
     prefix = "fx"
 
-    def __init__(self, honor_keys: bool = True):
+    def __init__(self, honor_keys: bool = True, *, failure_rate: float = 0.0, seed: int = 0):
+        if not 0.0 <= failure_rate <= 1.0:
+            raise ValueError(f"{type(self).__name__}(failure_rate={failure_rate!r}): a "
+                             f"probability in [0, 1]")
         self.honor_keys = honor_keys
+        self.failure_rate = failure_rate
+        self.seed = seed
         #: every request, in arrival order: {"op", "args", "key"}.
         self.calls: list[dict] = []
         #: every effect created: {"id", "op", "args", "key"}.
@@ -26,8 +42,14 @@ class Service:
         self._answers: dict[str, Any] = {}
 
     def perform(self, op: str, args: dict, idempotency_key: str | None = None) -> dict:
-        """Handle one request: create an effect, or replay the answer for a known key."""
+        """Handle one request: fail (503), replay the answer for a known key, or create an
+        effect."""
+        number = len(self.calls) + 1
         self.calls.append({"op": op, "args": args, "key": idempotency_key})
+        if self.failure_rate and random.Random(
+                f"{self.seed}:{self.prefix}:{number}").random() < self.failure_rate:
+            raise ServiceUnavailable(f"{type(self).__name__} is unavailable (503) for "
+                                     f"request {number} ({op})")
         if self.honor_keys and idempotency_key is not None and idempotency_key in self._answers:
             return self._answers[idempotency_key]
         effect_id = f"{self.prefix}_{len(self.effects) + 1}"
