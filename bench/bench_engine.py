@@ -262,7 +262,8 @@ def bench_fresh(table: Table, tmp: Path, n: int, repeats: int) -> None:
                 t0 = perf_counter()
                 for i in range(floor_rows):
                     store.insert("events", ("floor", i + 1, "activity", "step", "0" * 16, True,
-                                            '{"i":0,"ok":true}', 0.0, 1, 0.0, "ok", None, None))
+                                            '{"i":0,"ok":true}', 0.0, 1, 0.0, "ok", None, None,
+                                            "bench_engine.py:1"))
                 elapsed = perf_counter() - t0
             finally:
                 store.close()
