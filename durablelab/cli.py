@@ -1,6 +1,6 @@
 """The `durablelab` command (also `python -m durablelab`).
 
-    durablelab lab              open JupyterLab on the lessons
+    durablelab lab [OPTIONS]    open JupyterLab on the lessons (options go to jupyter lab)
     durablelab demo             run the vendor onboarding example, crash it, recover it
     durablelab runs DB          list the runs in a DuckDB file or an export
     durablelab show RUN --db DB one run: status, result or error, history, attempts
@@ -163,7 +163,6 @@ def parser() -> argparse.ArgumentParser:
     sub = top.add_subparsers(dest="command", required=True)
     lab = sub.add_parser("lab", help=_lab.__doc__)
     lab.add_argument("--notebooks", help="folder to open (default: the lessons)")
-    lab.add_argument("extra", nargs=argparse.REMAINDER, help="passed on to jupyter lab")
     lab.set_defaults(handler=_lab)
     sub.add_parser("demo", help=_demo.__doc__).set_defaults(handler=_demo)
     runs = sub.add_parser("runs", help=_runs.__doc__)
@@ -191,7 +190,11 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    args = parser().parse_args(argv)
+    top = parser()
+    args, extra = top.parse_known_args(argv)
+    if extra and args.handler is not _lab:
+        top.error(f"unrecognized arguments: {' '.join(extra)}")
+    args.extra = extra    # `durablelab lab --port 8899` passes --port on to jupyter lab
     return args.handler(args)
 
 

@@ -97,3 +97,17 @@ def test_cli_exports_and_reads_an_export(db_path, tmp_path, capsys):
         assert "r-exp" in capsys.readouterr().out
         assert cli.main(["show", "r-exp", "--db", out]) == 0
         assert "hello" in capsys.readouterr().out
+
+
+def test_cli_lab_passes_unknown_options_to_jupyter(monkeypatch):
+    seen = []
+    monkeypatch.setattr(cli, "_lab", lambda args: seen.append(args.extra) or 0)
+    assert cli.main(["lab", "--no-browser", "--port", "8899"]) == 0
+    assert seen == [["--no-browser", "--port", "8899"]]
+
+
+def test_cli_other_commands_refuse_unknown_options(db_path):
+    import pytest
+    with pytest.raises(SystemExit) as info:
+        cli.main(["runs", db_path, "--bogus"])
+    assert info.value.code == 2
