@@ -738,12 +738,13 @@ def remove_store(path: Path) -> None:
 
 # --- collecting --------------------------------------------------------------------------------
 FIGURES = {
+    "0": "plain call of step(i), no engine (the baseline every × baseline divides by)",
     "1": "fresh durable step (start to completed, per step)",
     "2": "replay per completed step, warm (history in memory)",
     "3": "replay per completed step, cold (open + load + replay after a crash)",
     "4": "recovery of the largest run after a crash, per run (open + load + replay + final)",
 }
-UNITS = {"1": "per step", "2": "per step", "3": "per step", "4": "per run"}
+UNITS = {"0": "per call", "1": "per step", "2": "per step", "3": "per step", "4": "per run"}
 
 
 class Results:
@@ -988,6 +989,8 @@ def main(argv=None) -> int:
                 keep = storage if r == 0 else None
                 work = tmp / "work"
                 for n in sizes:
+                    base = baseline_per_call(n)
+                    results.add("0", n, "plain call step(i) (baseline)", base, base)
                     dl_fresh(results, tmp, n, r, keep)
                     dl_replay(results, tmp, n)
                     dl_recover(results, crashed[("durablelab", n)], work, n)
@@ -1037,7 +1040,8 @@ def main(argv=None) -> int:
                  for n in sizes]
         if len(sizes) > 1:
             a, b = storage.get((sizes[0], label)), storage.get((sizes[-1], label))
-            cells.append(fmt_bytes((b - a) / (sizes[-1] - sizes[0]))
+            cells.append("(below)" if label.startswith(DL) else
+                         fmt_bytes((b - a) / (sizes[-1] - sizes[0]))
                          if a is not None and b is not None else "–")
         print(f"   {label:<38}" + "".join(f"{c:>22}" for c in cells))
     if marginal is not None:

@@ -242,7 +242,7 @@ def report_profile(profile: cProfile.Profile, runs: int, label: str, wall: float
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true",
-                        help="500 runs (CI smoke run; seconds; never asserts a time)")
+                        help="50 runs (CI smoke run; seconds; never asserts a time)")
     parser.add_argument("--runs", type=int, help="runs per configuration (default 10,000)")
     parser.add_argument("--modes", nargs="+", choices=DURABILITY, default=list(DURABILITY))
     parser.add_argument("--worlds", nargs="+", choices=WORLDS, default=list(WORLDS))
