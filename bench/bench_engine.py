@@ -226,6 +226,23 @@ def mode_label(durability: str, on_file: bool) -> str:
     return f"fresh step, {durability}, {'file' if on_file else 'in memory'}"
 
 
+def time_fresh_run(path, durability: str, n: int) -> tuple[float, float]:
+    """(seconds for a fresh n-step run to complete on a new engine, the baseline per call
+    measured right before it). Shared with peers.py, so both time the same thing."""
+    engine = dl.Engine(path, durability=durability)
+    try:
+        base = baseline_per_call(n)
+        gc.collect()
+        t0 = perf_counter()
+        run_id = engine.start(steps, n)
+        engine.run_until_idle()
+        elapsed = perf_counter() - t0
+        assert engine.run(run_id).status == "completed"
+    finally:
+        engine.close()
+    return elapsed, base
+
+
 def bench_fresh(table: Table, tmp: Path, n: int, repeats: int) -> None:
     # Start an n-step run and run it to completion on a new engine (opened before the
     # clock starts, on a new file each time); time per step. Included: every write the mode
@@ -235,18 +252,7 @@ def bench_fresh(table: Table, tmp: Path, n: int, repeats: int) -> None:
     for r in range(repeats):
         for durability, on_file in MODES:
             path = tmp / f"fresh-{durability}-{r}.duckdb" if on_file else None
-            engine = dl.Engine(path, durability=durability)
-            try:
-                base = baseline_per_call(n)
-                gc.collect()
-                t0 = perf_counter()
-                run_id = engine.start(steps, n)
-                engine.run_until_idle()
-                elapsed = perf_counter() - t0
-                if r == 0:
-                    assert engine.run(run_id).status == "completed"
-            finally:
-                engine.close()
+            elapsed, base = time_fresh_run(path, durability, n)
             table.add("3", mode_label(durability, on_file), "per step", elapsed / n, base)
             if path is not None:
                 path.unlink()

@@ -69,7 +69,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import durablelab as dl  # noqa: E402
 from bench_engine import (MODES, Table, baseline_per_call, bench_replay, fmt_ratio,  # noqa: E402
-                          fmt_time, machine, render, step, steps)
+                          fmt_time, machine, render, step, steps, time_fresh_run)
 
 perf_counter = time.perf_counter
 
@@ -120,17 +120,7 @@ def dl_fresh(results, tmp: Path, n: int, r: int, storage: dict | None) -> None:
     """Figure 1 for every durablelab mode (as bench_engine's figure 3), plus storage."""
     for durability, on_file in MODES:
         path = tmp / f"dl-fresh-{durability}-{n}-{r}.duckdb" if on_file else None
-        engine = dl.Engine(path, durability=durability)
-        try:
-            base = baseline_per_call(n)
-            gc.collect()
-            t0 = perf_counter()
-            run_id = engine.start(steps, n)
-            engine.run_until_idle()
-            elapsed = perf_counter() - t0
-            assert engine.run(run_id).status == "completed"
-        finally:
-            engine.close()
+        elapsed, base = time_fresh_run(path, durability, n)
         label = f"{DL} {durability}, {'file' if on_file else 'in memory'}"
         results.add("1", n, label, elapsed / n, base)
         if path is not None:
