@@ -68,6 +68,7 @@ from types import SimpleNamespace
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import durablelab as dl  # noqa: E402
+from durablelab.store import CHECKPOINT_EVERY  # noqa: E402
 from bench_engine import (MODES, Table, baseline_per_call, bench_replay, fmt_ratio,  # noqa: E402
                           fmt_time, machine, render, step, steps, time_fresh_run)
 
@@ -98,6 +99,9 @@ def counted_step(i):
 def final_step(n):
     """The step after the N completed ones: where the crash child dies."""
     if _CRASH["now"]:
+        engine = _CRASH.get("engine")
+        if engine is not None:   # what durablelab's recovery will find in the WAL
+            print(f"wal_commits {engine.store.uncheckpointed}")
         sys.stdout.flush()
         os._exit(0)
     CALLS["final"] += 1
@@ -164,8 +168,13 @@ def dl_replay(results, tmp: Path, n: int) -> None:
         results.add("2", n, f"{DL} {tag}", value, value / ratio)
 
 
-def dl_recover(results, crashed: Path, work: Path, n: int) -> None:
+def dl_recover(results, crashed: Path, work: Path, n: int, notes: set) -> None:
     """Figures 3 and 4 for durablelab: a fresh Engine on the crashed file."""
+    said = (crashed / "child.out").read_text().split()
+    left = int(said[said.index("wal_commits") + 1])
+    notes.add(f"{DL}, N={n:,}: the crash left {left} commits in DuckDB's WAL (a file store "
+              f"checkpoints every {CHECKPOINT_EVERY} commits, so at most "
+              f"{CHECKPOINT_EVERY - 1}); opening the file replays them (figures 3-4 include it)")
     copy_dir(crashed, work)
     path = work / "crash.duckdb"
     CALLS.update(step=0, final=0)
@@ -684,7 +693,15 @@ def crash_child(system: str, path: str, n: int) -> int:
     _CRASH["now"] = True
     path = Path(path)
     if system == "durablelab":
-        engine = dl.Engine(path, durability="sync")
+        engine = _CRASH["engine"] = dl.Engine(path, durability="sync")
+        # The worst case for recovery: the store checkpoints every CHECKPOINT_EVERY commits,
+        # so the crash should leave CHECKPOINT_EVERY - 1 of them in the WAL. A finished run
+        # of f steps first (f + 3 commits: start, steps, end, its wake-up rows) lines that
+        # up; recovery does not load a finished run. final_step prints what is left.
+        every = CHECKPOINT_EVERY
+        f = (every - 1 - (engine.store.uncheckpointed + 3 + 1 + n)) % every
+        engine.start(steps, f, run_id="filler")
+        engine.run_until_idle()
         engine.start(dl_crashing, n, run_id="crash")
         engine.run_until_idle()
     elif system == "dbos":
@@ -712,6 +729,7 @@ def make_crashed(system: str, folder: Path, n: int) -> Path:
     if proc.returncode != 0 or not (folder / name).exists():
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
         raise RuntimeError(f"the crash child exited {proc.returncode}: {' / '.join(tail)}")
+    (folder / "child.out").write_text(proc.stdout)
     return folder
 
 
@@ -983,7 +1001,7 @@ def main(argv=None) -> int:
                     results.add("0", n, "plain call step(i) (baseline)", base, base)
                     dl_fresh(results, tmp, n, r, keep)
                     dl_replay(results, tmp, n)
-                    dl_recover(results, crashed[("durablelab", n)], work, n)
+                    dl_recover(results, crashed[("durablelab", n)], work, n, notes)
                     peers.run("dbos", f"fresh steps, N={n}", dbos_fresh, results, tmp, n, r, keep)
                     if ("dbos", n) in crashed:
                         peers.run("dbos", f"recovery, N={n}", dbos_recover, results,

@@ -156,9 +156,9 @@ class Activities:
     def _draw_faults(self, state, name, position, attempt):
         """(added latency, the rule that decides the attempt or None)."""
         latency = 0.0
-        for index, rule in enumerate(state.faults or ()):
-            if isinstance(rule, Crash) or not rule.applies(name, attempt):
-                continue
+        if state.faults is None:
+            return latency, None
+        for index, rule in state.faults.applicable(name, attempt):
             rng = self._fires(state, index, rule, position, attempt)
             if rng is None:
                 continue
@@ -298,9 +298,10 @@ class Activities:
         return row
 
     def _maybe_crash(self, state, point, name, position, attempt) -> None:
-        for index, rule in enumerate(state.faults or ()):
-            if (isinstance(rule, Crash) and rule.point == point and rule.applies(name, attempt)
-                    and self._fires(state, index, rule, position, attempt) is not None):
+        if state.faults is None:
+            return
+        for index, rule in state.faults.applicable(name, attempt, point):
+            if self._fires(state, index, rule, position, attempt) is not None:
                 self._crash_at(state, index, rule, position, attempt)
 
     def _crash_at(self, state, index, rule, position, attempt) -> None:
@@ -341,10 +342,10 @@ class Activities:
                 o["policy"].max_attempts)
 
     def _arm_crash_during_wait(self, state, suspend: Suspend) -> None:
-        for index, rule in enumerate(state.faults or ()):
-            if (isinstance(rule, Crash) and rule.point == "during_wait"
-                    and rule.applies(suspend.name, suspend.attempt)
-                    and self._fires(state, index, rule, suspend.position, suspend.attempt)):
+        if state.faults is None:
+            return
+        for index, rule in state.faults.applicable(suspend.name, suspend.attempt, "during_wait"):
+            if self._fires(state, index, rule, suspend.position, suspend.attempt):
                 now = self.clock.now()
                 at = now if suspend.due_at is None else now + (suspend.due_at - now) / 2
                 self._schedule(state, at, "crash", (index, suspend.position, suspend.attempt),

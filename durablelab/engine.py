@@ -32,7 +32,7 @@ from .errors import (ActivityFailed, DuplicateRunError, DurableLabError, NonDete
                      RunFinishedError, RunNotFoundError, RunTimedOut, error_from_json,
                      workflow_error)
 from .faults import FaultPlan
-from .store import RUN_COLS, Store
+from .store import RUN_COLS, Store, event_row
 
 DURABILITY = ("sync", "batch", "exit")
 FINAL = ("completed", "failed", "continued")
@@ -154,9 +154,6 @@ class Engine(Activities):
         self._telemetry: list[tuple] = []
         self._breakers: dict = {}     # activity name -> BreakerState, shared by all runs
         self._closed = False
-        latest = self.store.latest_instant()
-        if latest is not None:
-            self.clock.advance_to(latest)
         self._load()
 
     # --- public API ----------------------------------------------------------------------
@@ -348,6 +345,13 @@ class Engine(Activities):
             state.history = None
             self._runs[state.run_id] = state
         loaded = self.store.load("status = 'running'")
+        # A new clock starts no earlier than anything recorded, so time never runs back.
+        latest = [self.store.latest_instant() or self.clock.now()]
+        latest += (row[7] for row in loaded["events"])
+        latest += (row[5] for row in loaded["attempts"])
+        latest += (row[5] for row in loaded["signals"])
+        latest += (row[6] for row in loaded["faults"])
+        self.clock.advance_to(max(latest))
         for row in loaded["runs"]:
             self._runs[row[0]] = self._state_from_row(row)
         self._fill(loaded)
@@ -582,10 +586,7 @@ class Engine(Activities):
         if state.budget is not None and event.kind == h.ACTIVITY:
             state.spend.add(event.loads() if event.ok else None)
         cursor.position += 1
-        self._write(state, "events", (state.run_id, event.position, event.kind, event.name,
-                                      event.digest, event.ok, event.value, event.recorded_at,
-                                      event.attempt, event.started_at, event.outcome,
-                                      event.error_class, event.error, event.call_site))
+        self._write(state, "event_log", event_row(state.run_id, event))
         return event
 
     def _record_event(self, state, cursor, kind, name, args, value_json, call_site) -> h.Event:

@@ -187,6 +187,8 @@ class FaultPlan:
     """An ordered list of rules, applied to any activity whose name they match."""
 
     rules: list = field(default_factory=list)
+    # (activity name, attempt, crash point) -> the (index, rule) pairs that apply there.
+    _applicable: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         self.rules = list(self.rules)
@@ -194,6 +196,20 @@ class FaultPlan:
             if not isinstance(rule, Rule):
                 raise TypeError(f"FaultPlan rule {i} is {rule!r}, not a rule such as "
                                 f"Crash('charge', point='after_effect')")
+
+    def applicable(self, name: str, attempt: int, point: str | None = None) -> tuple:
+        """The (index, rule) pairs that apply to this attempt of `name`: with no `point`,
+        the rules drawn when the attempt starts (all but crashes); with one, the crash
+        rules at that point. Cached, since a sweep asks the same question thousands of
+        times; edit a plan's rules before its first run, not after."""
+        key = (name, attempt, point)
+        found = self._applicable.get(key)
+        if found is None:
+            found = self._applicable[key] = tuple(
+                (i, rule) for i, rule in enumerate(self.rules)
+                if (rule.point == point if isinstance(rule, Crash) else point is None)
+                and rule.applies(name, attempt))
+        return found
 
     # --- JSON --------------------------------------------------------------------------
     def to_json(self) -> str:
