@@ -22,10 +22,12 @@ durability mode, in two worlds:
 
 The floor is a plain-Python loop making the same successful calls (10 per run) of the same
 functions, with no engine; every engine figure is also printed as a ratio to it, measured in
-the same run. Timed: all `start()` calls, then `run_until_idle()` until every run has ended.
-The issue's target is 10,000 runs in under 10 s; when it is missed, `--profile` (on by default
-in the default mode) runs cProfile over a sample of the fastest configuration and prints
-where the time goes, per run.
+the same run. Timed: all `start()` calls, `run_until_idle()` until every run has ended, and
+the query that counts their statuses in DuckDB (an in-memory engine queues what it commits
+and writes it in bulk before the first read, so this is when the sweep's rows land). The
+issue's target is 10,000 runs in under 10 s, checked per world; when it is missed, `--profile`
+(on by default in the default mode) runs cProfile over a sample of the slowest world's fastest
+configuration and prints where the time goes, per run.
 """
 
 from __future__ import annotations
@@ -178,16 +180,17 @@ def sweep(world: str, durability: str, runs: int, profile: cProfile.Profile | No
         t1 = perf_counter()
         engine.run_until_idle()
         t2 = perf_counter()
+        statuses = dict(engine.store.fetch("SELECT status, count(*) FROM runs GROUP BY status"))
+        t3 = perf_counter()
         if profile is not None:
             profile.disable()
-        statuses = engine.runs()["status"].value_counts().to_dict()
         virtual = engine.clock.now()
     finally:
         engine.close()
     ended = statuses.get("completed", 0) + statuses.get("failed", 0)
     assert ended == runs, f"{runs - ended} runs did not end: {statuses}"
     return {"world": world, "mode": durability, "runs": runs, "start": t1 - t0,
-            "run": t2 - t1, "total": t2 - t0, "completed": statuses.get("completed", 0),
+            "run": t2 - t1, "store": t3 - t2, "total": t3 - t0, "completed": statuses.get("completed", 0),
             "failed": statuses.get("failed", 0), "calls": service.calls,
             "throttled": service.throttled, "virtual": virtual}
 
@@ -268,10 +271,10 @@ def main(argv=None) -> int:
 
     started = perf_counter()
     results = []
-    header = ("world", "mode", "runs", "start()", "run_until_idle", "total", "runs/s",
-              "× floor", "per run", "completed", "failed", "calls/run", "429s/run",
+    header = ("world", "mode", "runs", "start()", "run_until_idle", "to DuckDB", "total",
+              "runs/s", "× floor", "per run", "completed", "failed", "calls/run", "429s/run",
               "virtual")
-    widths = (11, 5, 6, 8, 14, 8, 7, 7, 8, 9, 6, 9, 8, 8)
+    widths = (11, 5, 6, 8, 14, 9, 8, 7, 7, 8, 9, 6, 9, 8, 8)
 
     def show(line):
         print("  ".join(f"{c:<{w}}" if j < 2 else f"{c:>{w}}"
@@ -282,14 +285,14 @@ def main(argv=None) -> int:
     print("  ".join("-" * w for w in widths))
     for world in args.worlds:
         base = floor(world, runs)
-        show((world, "floor", f"{runs:,}", "", "", fmt_time(base), f"{runs / base:,.0f}", "1",
+        show((world, "floor", f"{runs:,}", "", "", "", fmt_time(base), f"{runs / base:,.0f}", "1",
               fmt_time(base / runs), "", "", f"{ACTIVITIES:.1f}", "0", ""))
         for durability in args.modes:
             r = sweep(world, durability, runs)
             r["floor"] = base
             results.append(r)
             show((world, r["mode"], f"{r['runs']:,}", fmt_time(r["start"]), fmt_time(r["run"]),
-                  fmt_time(r["total"]), f"{r['runs'] / r['total']:,.0f}",
+                  fmt_time(r["store"]), fmt_time(r["total"]), f"{r['runs'] / r['total']:,.0f}",
                   fmt_ratio(r["total"] / r["floor"]), fmt_time(r["total"] / r["runs"]),
                   f"{r['completed']:,}", f"{r['failed']:,}", f"{r['calls'] / r['runs']:.1f}",
                   f"{r['throttled'] / r['runs']:.1f}", f"{r['virtual']:,.0f} s"))
@@ -300,19 +303,26 @@ def main(argv=None) -> int:
             order = ", ".join(f"{r['mode']} ({r['runs'] / r['total']:,.0f} runs/s)"
                               for r in mine)
             print(f"fastest first, {w}: {order}")
-    best = min(results, key=lambda r: r["total"] / r["runs"]) if results else None
-    met = None
-    if best is not None:
+    # The target, per world: that world's fastest mode, projected to 10,000 runs when fewer ran.
+    verdicts = {}
+    for w in args.worlds:
+        mine = [r for r in results if r["world"] == w]
+        if not mine:
+            continue
+        best = min(mine, key=lambda r: r["total"] / r["runs"])
         projected = best["total"] / best["runs"] * TARGET_RUNS
-        met = projected < TARGET_SECONDS
+        verdicts[w] = (projected < TARGET_SECONDS, best)
         what = ("took" if best["runs"] == TARGET_RUNS else
                 f"projected from {best['runs']:,} runs:")
-        print(f"target    {TARGET_RUNS:,} sweep runs under {TARGET_SECONDS:g} s: "
-              f"{'met' if met else 'MISSED'} (best: {best['world']}, {best['mode']}, {what} "
+        print(f"target    {TARGET_RUNS:,} sweep runs under {TARGET_SECONDS:g} s, {w}: "
+              f"{'met' if projected < TARGET_SECONDS else 'MISSED'} ({best['mode']}, {what} "
               f"{projected:.1f} s for {TARGET_RUNS:,})")
 
-    profile = args.profile if args.profile is not None else (met is False and not args.quick)
-    if profile and best is not None:
+    missed = [best for met, best in verdicts.values() if not met]
+    profile = args.profile if args.profile is not None else (bool(missed) and not args.quick)
+    if profile and verdicts:
+        # The slowest world's fastest mode: where the time goes when it matters most.
+        best = max((best for _, best in verdicts.values()), key=lambda r: r["total"] / r["runs"])
         sample = min(args.profile_runs, runs)
         print()
         profiler = cProfile.Profile()

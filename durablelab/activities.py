@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import inspect
 import json
-import random
 from typing import Any, Callable
 
 from . import history as h
 from .breaker import BreakerState
 from .context import Suspend
+from .draws import Draws
 from .errors import (BudgetExceeded, DurableLabError, ModelOutputError, NonRetryable,
                      RateLimited, Transient, activity_failed)
 from .faults import Crash, Hang, Latency, Malformed, Timeout, draw
@@ -248,7 +248,7 @@ class Activities:
             retry = attempt - malformed < policy.max_attempts
             why = f"its retries are spent (max_attempts={policy.max_attempts})"
         if retry:
-            rng = random.Random(f"retry:{state.seed}:{state.run_id}:{position}:{attempt}")
+            rng = Draws(f"retry:{state.seed}:{state.run_id}:{position}:{attempt}")
             delay = next_delay(policy, attempt, error, rng)
             limit = o["schedule_to_close"]
             if limit is not None and o["ended_at"] + delay > o["first_started_at"] + limit:
@@ -282,11 +282,13 @@ class Activities:
     # --- faults and crashes --------------------------------------------------------------
     def _fires(self, state, index: int, rule, position: int, attempt: int):
         """The rule's generator if it fires on this attempt, else None."""
-        rows = [r for r in state.fault_rows if r[1] == index]
-        if rule.times is not None and len(rows) >= rule.times:
-            return None
-        if isinstance(rule, Crash) and any(r[4] == position and r[5] == attempt for r in rows):
-            return None  # a crash point fires once: the recovered worker passes it
+        crash = isinstance(rule, Crash)
+        if rule.times is not None or crash:
+            rows = [r for r in state.fault_rows if r[1] == index]
+            if rule.times is not None and len(rows) >= rule.times:
+                return None
+            if crash and any(r[4] == position and r[5] == attempt for r in rows):
+                return None  # a crash point fires once: the recovered worker passes it
         rng = draw(state.seed, index, position, attempt)
         return rng if rng.random() < rule.p else None
 

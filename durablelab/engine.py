@@ -153,6 +153,7 @@ class Engine(Activities):
         self._bound: float | None = None
         self._telemetry: list[tuple] = []
         self._breakers: dict = {}     # activity name -> BreakerState, shared by all runs
+        self._plans: dict[str, FaultPlan] = {}   # stored plan JSON -> the plan
         self._closed = False
         self._load()
 
@@ -389,7 +390,15 @@ class Engine(Activities):
                         status,
                         result_json, error_from_json(json.loads(error_json)) if error_json else None,
                         started_at, ended_at, fn=self._resolve(workflow),
-                        faults=FaultPlan.from_json(faults_json) if faults_json else None)
+                        faults=self._plan_from_json(faults_json) if faults_json else None)
+
+    def _plan_from_json(self, text: str) -> FaultPlan:
+        """The plan stored with a run; runs that share a plan share one object (and its
+        cache of which rules apply where), so reloading a sweep parses it once."""
+        plan = self._plans.get(text)
+        if plan is None:
+            plan = self._plans[text] = FaultPlan.from_json(text)
+        return plan
 
     def _state(self, run_id: str) -> RunState:
         state = self._runs.get(run_id)

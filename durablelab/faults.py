@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import fnmatch
 import json
-import random
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from .draws import Draws
 from .errors import ModelOutputError, RateLimited, Transient
 
 CRASH_POINTS = ("before_activity", "after_effect", "after_record", "during_wait")
@@ -154,7 +154,7 @@ class Latency(Rule):
     seconds: float = 1.0
     max_seconds: float | None = None
 
-    def draw(self, rng: random.Random) -> float:
+    def draw(self, rng: Draws) -> float:
         if self.max_seconds is None:
             return float(self.seconds)
         return rng.uniform(self.seconds, self.max_seconds)
@@ -177,9 +177,10 @@ RULE_TYPES = {cls.__name__: cls for cls in (RateLimit, ServerError, ConnectionRe
                                             Hang, Latency, Malformed, Crash)}
 
 
-def draw(seed: int, index: int, position: int, attempt: int) -> random.Random:
-    """The generator for one (run seed, rule index, position, attempt): the same every time."""
-    return random.Random(f"fault:{seed}:{index}:{position}:{attempt}")
+def draw(seed: int, index: int, position: int, attempt: int) -> Draws:
+    """The draws for one (run seed, rule index, position, attempt): the same every time.
+    The first decides whether the rule fires; a `Latency` range takes the second."""
+    return Draws(f"fault:{seed}:{index}:{position}:{attempt}")
 
 
 @dataclass
@@ -189,6 +190,7 @@ class FaultPlan:
     rules: list = field(default_factory=list)
     # (activity name, attempt, crash point) -> the (index, rule) pairs that apply there.
     _applicable: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    _json: str | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         self.rules = list(self.rules)
@@ -200,8 +202,8 @@ class FaultPlan:
     def applicable(self, name: str, attempt: int, point: str | None = None) -> tuple:
         """The (index, rule) pairs that apply to this attempt of `name`: with no `point`,
         the rules drawn when the attempt starts (all but crashes); with one, the crash
-        rules at that point. Cached, since a sweep asks the same question thousands of
-        times; edit a plan's rules before its first run, not after."""
+        rules at that point. Cached, like `to_json`, since a sweep asks the same question
+        thousands of times: edit a plan's rules before its first run, not after."""
         key = (name, attempt, point)
         found = self._applicable.get(key)
         if found is None:
@@ -213,8 +215,11 @@ class FaultPlan:
 
     # --- JSON --------------------------------------------------------------------------
     def to_json(self) -> str:
-        return json.dumps({"version": 1, "rules": [r.to_dict() for r in self.rules]},
-                          indent=None, separators=(",", ":"))
+        """The plan as compact JSON (computed once: every run started with it stores it)."""
+        if self._json is None:
+            self._json = json.dumps({"version": 1, "rules": [r.to_dict() for r in self.rules]},
+                                    indent=None, separators=(",", ":"))
+        return self._json
 
     @classmethod
     def from_json(cls, text_or_path: str | Path) -> "FaultPlan":

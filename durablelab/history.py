@@ -97,21 +97,38 @@ class Event:
         return {"kind": self.kind, "name": self.name, "digest": self.digest}
 
 
+_SCALARS = frozenset((str, int, float, bool, type(None)))
+
+
 def same_json(value: Any, recorded: Any) -> bool:
     """Whether `value` has the same JSON as `recorded` (a JSON-loaded structure): like ==,
     except that 1, 1.0 and True differ, as their JSON does. A False here is only a reason to
-    compare digests, so it may be conservative; a True must be exact."""
+    compare digests, so it may be conservative; a True must be exact. (Replay asks this for
+    every recorded call, so scalars are compared inline rather than by recursion.)"""
     kind = type(value)
+    if kind in _SCALARS:
+        return kind is type(recorded) and value == recorded
     if kind is tuple:
         kind = list
     if kind is not type(recorded):
         return False
     if kind is list:
-        return len(value) == len(recorded) and all(map(same_json, value, recorded))
-    if kind is dict:
-        return value.keys() == recorded.keys() and all(
-            same_json(v, recorded[k]) for k, v in value.items())
-    return value == recorded
+        if len(value) != len(recorded):
+            return False
+        pairs = zip(value, recorded)
+    elif kind is dict:
+        if value.keys() != recorded.keys():
+            return False
+        pairs = ((v, recorded[k]) for k, v in value.items())
+    else:
+        return False
+    for v, r in pairs:
+        if type(v) in _SCALARS:
+            if type(v) is not type(r) or v != r:
+                return False
+        elif not same_json(v, r):
+            return False
+    return True
 
 
 def site(frame) -> str | None:
@@ -166,7 +183,9 @@ class Cursor:
                 canonical(args, kwargs, f"ctx.{kind}", call_site, name))
             raise self.diverged(event, kind, name, requested, call_site, "different_call")
         if args is not None and event.digest is not None:
-            if event.matched_args is None or not same_json([args, kwargs], event.matched_args):
+            matched = event.matched_args
+            if matched is None or not (same_json(args, matched[0])
+                                       and same_json(kwargs, matched[1])):
                 text = canonical(args, kwargs, f"ctx.{kind}", call_site, name)
                 requested = digest_of(text)
                 if requested != event.digest:

@@ -18,6 +18,7 @@ stranger's file must never run code.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from pathlib import Path
@@ -334,13 +335,21 @@ class Store:
     def _bulk_ends(self, ends: list[tuple]) -> None:
         batch = pa.table({c: list(v) for c, v in zip(
             ("status", "result", "error", "ended_at", "run_id"), zip(*ends))})
-        self.con.register("_durablelab_ends", batch)
+        self._with_batch("_durablelab_ends", batch,
+                          "UPDATE runs SET status = e.status, result = e.result, "
+                          "error = e.error, ended_at = e.ended_at "
+                          "FROM _durablelab_ends e WHERE runs.run_id = e.run_id")
+
+    def _with_batch(self, name: str, batch: pa.Table, sql: str) -> None:
+        """Run `sql` reading the Arrow `batch` as the view `name`. If it fails (a duplicate
+        key), its error is what the caller sees, not the failed transaction's refusal to
+        drop the view (the next register of that name replaces it)."""
+        self.con.register(name, batch)
         try:
-            self.con.execute("UPDATE runs SET status = e.status, result = e.result, "
-                             "error = e.error, ended_at = e.ended_at "
-                             "FROM _durablelab_ends e WHERE runs.run_id = e.run_id")
+            self.con.execute(sql)
         finally:
-            self.con.unregister("_durablelab_ends")
+            with contextlib.suppress(duckdb.TransactionException):
+                self.con.unregister(name)
 
     def end(self, end: tuple) -> None:
         """Mark a run ended: (status, result, error, ended_at, run_id)."""
@@ -353,11 +362,8 @@ class Store:
             return
         columns = self._columns[table]
         batch = pa.table({c: list(values) for c, values in zip(columns, zip(*rows))})
-        self.con.register("_durablelab_batch", batch)
-        try:
-            self.con.execute(f"INSERT INTO {table} SELECT * FROM _durablelab_batch")
-        finally:
-            self.con.unregister("_durablelab_batch")
+        self._with_batch("_durablelab_batch", batch, f"INSERT INTO {table} SELECT * FROM "
+                                                      f"_durablelab_batch")
 
     # --- reading -----------------------------------------------------------------------
     def fetch(self, sql: str, params=()) -> list[tuple]:
