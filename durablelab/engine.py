@@ -155,7 +155,7 @@ class Engine(Activities):
         self._breakers: dict = {}     # activity name -> BreakerState, shared by all runs
         self._plans: dict[str, FaultPlan] = {}   # stored plan JSON -> the plan
         self._closed = False
-        self._load()
+        self._load(opening=True)
 
     # --- public API ----------------------------------------------------------------------
     def start(self, workflow: Callable, input: Any = None, run_id: str | None = None,
@@ -335,9 +335,10 @@ class Engine(Activities):
             self._schedule(state, state.started_at + state.timeout, "timeout",
                            new_generation=False)
 
-    def _load(self) -> None:
+    def _load(self, opening: bool = False) -> None:
         """Read the store as a fresh worker would: every run's row, and the whole history of
-        every unfinished run, in one query per table."""
+        every unfinished run, in one query per table. When the engine is `opening`, its clock
+        moves up to the latest instant recorded (after a simulated crash it already is)."""
         self._runs = {}
         self._heap = []
         for row in self.store.fetch(f"SELECT {', '.join(RUN_COLS)} FROM runs "
@@ -346,13 +347,13 @@ class Engine(Activities):
             state.history = None
             self._runs[state.run_id] = state
         loaded = self.store.load("status = 'running'")
-        # A new clock starts no earlier than anything recorded, so time never runs back.
-        latest = [self.store.latest_instant() or self.clock.now()]
-        latest += (row[7] for row in loaded["events"])
-        latest += (row[5] for row in loaded["attempts"])
-        latest += (row[5] for row in loaded["signals"])
-        latest += (row[6] for row in loaded["faults"])
-        self.clock.advance_to(max(latest))
+        if opening:   # a new clock starts no earlier than anything recorded
+            latest = [self.store.latest_instant() or self.clock.now()]
+            latest += (row[7] for row in loaded["events"])
+            latest += (row[5] for row in loaded["attempts"])
+            latest += (row[5] for row in loaded["signals"])
+            latest += (row[6] for row in loaded["faults"])
+            self.clock.advance_to(max(latest))
         for row in loaded["runs"]:
             self._runs[row[0]] = self._state_from_row(row)
         self._fill(loaded)
