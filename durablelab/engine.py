@@ -30,7 +30,7 @@ from .clock import VirtualClock
 from .context import Context, ContinueAsNew, Suspend
 from .errors import (ActivityFailed, DuplicateRunError, DurableLabError, NonDeterminismError,
                      RunFinishedError, RunNotFoundError, RunTimedOut, error_from_json,
-                     workflow_error)
+                     history_gap, workflow_error)
 from .faults import FaultPlan
 from .store import RUN_COLS, Store, event_row
 
@@ -374,7 +374,10 @@ class Engine(Activities):
 
     def _fill(self, loaded: dict) -> None:
         for row in loaded["events"]:
-            self._runs[row[0]].history.append(h.Event(*row[1:]))
+            history = self._runs[row[0]].history
+            if row[1] != len(history) + 1:
+                raise history_gap(self.path, row[0], row[1], len(history) + 1)
+            history.append(h.Event(*row[1:]))
         for row in loaded["attempts"]:
             self._runs[row[0]].attempts.setdefault(row[1], []).append(row)
         for row in loaded["signals"]:

@@ -178,6 +178,19 @@ class StoreFormatError(DurableLabError):
     fields = ("path", "found", "expected")
 
 
+def history_gap(path, run_id: str, position: int, expected: int) -> StoreFormatError:
+    """A stored history whose positions do not run 1, 2, 3, ...: the table has no primary
+    key (it would cost a sixth of a sync step), so a duplicate is caught here, on load."""
+    what = "a second event" if position < expected else "a gap before the event"
+    return StoreFormatError(
+        f"{path or 'The in-memory store'}: run {run_id!r} has {what} at history position "
+        f"{position} (expected position {expected}). Only one engine may write a run: two "
+        f"engines in one process drove this run at once, or the file was edited by hand. "
+        f"Its runs cannot be resumed safely; inspect them read-only in DuckDB "
+        f"(SELECT * FROM events WHERE run_id = '{run_id}').",
+        path=path, found=position, expected=expected)
+
+
 def _error_classes() -> dict[str, type[DurableLabError]]:
     found: dict[str, type[DurableLabError]] = {}
     pending = [DurableLabError]

@@ -1,0 +1,101 @@
+"""Stores written by an older durablelab open in this one: schema 2 kept every fact of an
+event in its own column of an `events` table; schema 3 writes the narrow `event_log` and
+reads it through an `events` view. Opening a schema-2 file moves its rows over, unchanged,
+and its unfinished runs carry on. A stored history whose positions are not 1, 2, 3, ...
+is refused with an error naming the run and the position."""
+
+import duckdb
+import pytest
+
+import durablelab as dl
+from durablelab.store import EVENT_COLS
+
+# The events table exactly as schema 2 declared it.
+EVENTS_V2 = """
+CREATE TABLE events (
+    run_id VARCHAR NOT NULL, position INTEGER NOT NULL, kind VARCHAR NOT NULL,
+    name VARCHAR NOT NULL, digest VARCHAR, ok BOOLEAN NOT NULL, value VARCHAR,
+    recorded_at DOUBLE NOT NULL, attempt INTEGER, started_at DOUBLE, outcome VARCHAR,
+    error_class VARCHAR, error VARCHAR, call_site VARCHAR, PRIMARY KEY (run_id, position))
+"""
+
+
+def square(i):
+    return {"i": i, "square": i * i, "third": i / 3}
+
+
+def squares_then_wait(ctx, n):
+    got = [ctx.activity("square", square, i)["square"] for i in range(n)]
+    return {"squares": got, "go": ctx.wait_signal("go"), "at": ctx.now()}
+
+
+def rows(con_or_store, sql):
+    fetch = getattr(con_or_store, "fetch", None)
+    return fetch(sql) if fetch else con_or_store.execute(sql).fetchall()
+
+
+def downgrade_to_v2(path):
+    """Rewrite a schema-3 file as schema 2 wrote it: the same events, one column a fact."""
+    con = duckdb.connect(str(path))
+    events = rows(con, f"SELECT {', '.join(EVENT_COLS)} FROM events ORDER BY run_id, position")
+    con.execute("DROP VIEW pending_timers; DROP VIEW pending_signals; DROP VIEW events; "
+                "DROP TABLE event_log;")
+    con.execute(EVENTS_V2)
+    con.executemany(f"INSERT INTO events VALUES ({', '.join('?' * len(EVENT_COLS))})", events)
+    con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    con.close()
+    return events
+
+
+def test_a_schema_2_file_is_upgraded_in_place_and_its_run_carries_on(db_path):
+    plan = [dl.faults.ServerError("square", attempts=(1,))]
+    with dl.Engine(db_path) as engine:
+        engine.start(squares_then_wait, 4, run_id="r", faults=plan, seed=3)
+        engine.run_until_idle()
+    events = downgrade_to_v2(db_path)
+    assert len(events) == 5 and events[0][2] == "activity"
+
+    engine = dl.Engine(db_path, workflows=[squares_then_wait])
+    try:
+        after = rows(engine.store, f"SELECT {', '.join(EVENT_COLS)} FROM events "
+                                   f"ORDER BY run_id, position")
+        assert after == events                       # every value, float and flag unchanged
+        assert rows(engine.store, "SELECT value FROM meta WHERE key = 'schema_version'") == \
+            [("3",)]
+        engine.signal("r", "go", "yes")
+        engine.run_until_idle()
+        run = engine.run("r")
+        assert run.status == "completed"
+        assert run.result["squares"] == [0, 1, 4, 9] and run.result["go"] == "yes"
+        assert (run.wakeups.reason == "recovery").sum() == 1
+        assert (run.attempts.outcome == "ok").sum() == 4   # no activity ran again
+    finally:
+        engine.close()
+
+
+def test_a_duplicate_history_position_is_refused_naming_the_run(db_path):
+    with dl.Engine(db_path) as engine:
+        engine.start(squares_then_wait, 2, run_id="r")
+        engine.run_until_idle()
+    con = duckdb.connect(str(db_path))
+    con.execute("INSERT INTO event_log SELECT * FROM event_log WHERE position = 2")
+    con.close()
+    with pytest.raises(dl.StoreFormatError,
+                       match=r"run 'r' has a second event at history position 2 "
+                             r"\(expected position 3\)"):
+        dl.Engine(db_path, workflows=[squares_then_wait])
+    con = duckdb.connect(str(db_path))                 # nothing was altered by the refusal
+    assert rows(con, "SELECT count(*) FROM event_log") == [(4,)]
+    con.close()
+
+
+def test_a_gap_in_a_history_is_refused(db_path):
+    with dl.Engine(db_path) as engine:
+        engine.start(squares_then_wait, 2, run_id="r")
+        engine.run_until_idle()
+    con = duckdb.connect(str(db_path))
+    con.execute("DELETE FROM event_log WHERE position = 1")
+    con.close()
+    with pytest.raises(dl.StoreFormatError, match=r"a gap before the event at history "
+                                                   r"position 2 \(expected position 1\)"):
+        dl.Engine(db_path, workflows=[squares_then_wait])
