@@ -221,9 +221,8 @@ class Store:
         self._columns = {"event_log": EVENT_LOG_COLS, "attempts": ATTEMPT_COLS, "runs": RUN_COLS,
                          "signals": SIGNAL_COLS, "faults": FAULT_COLS,
                          "crashes": CRASH_COLS, "wakeups": WAKEUP_COLS}
-        # In memory: committed rows by table, and run ends, not yet in DuckDB.
-        self._queue: dict[str, list[tuple]] | None = {} if self.path is None else None
-        self._queued_ends: list[tuple] = []
+        # In memory: the writes committed and not yet in DuckDB, each (rows by table, ends).
+        self._queue: list[tuple[dict, list]] | None = [] if self.path is None else None
         #: commits since the last checkpoint: what a crash now would leave in the WAL.
         self.uncheckpointed = 0
         self._ensure_schema()
@@ -280,7 +279,7 @@ class Store:
     def insert(self, table: str, row: tuple) -> None:
         """One row, committed at once (DuckDB autocommits a lone statement)."""
         if self._queue is not None:
-            self._queue.setdefault(table, []).append(row)
+            self._queue.append(({table: [row]}, ()))
             return
         self.con.execute(self._insert_sql[table], row)
         self._committed()
@@ -289,10 +288,7 @@ class Store:
         """Write rows to several tables and end runs, atomically, in as few statements as
         the rows allow. `ends` holds (status, result, error, ended_at, run_id) tuples."""
         if self._queue is not None:
-            for table, table_rows in rows.items():
-                if table_rows:
-                    self._queue.setdefault(table, []).extend(table_rows)
-            self._queued_ends.extend(ends)
+            self._queue.append((rows, list(ends)))
             return None
         work = [(t, r) for t, r in rows.items() if r]
         if len(work) == 1 and len(work[0][1]) == 1 and not ends:
@@ -331,24 +327,44 @@ class Store:
         self.uncheckpointed = 0
 
     def flush(self) -> None:
-        """Write the queued rows of an in-memory store to DuckDB, in one transaction: a run
-        that starts and ends inside the queue is inserted already ended."""
-        if not self._queue and not self._queued_ends:
+        """Write the queued writes of an in-memory store to DuckDB in one transaction (a run
+        that starts and ends inside the queue is inserted already ended). If DuckDB refuses
+        a row, each write is tried alone, as a file store would have, and the first refusal
+        is raised: one bad write never takes the others with it."""
+        if not self._queue:
             return
-        queue, ends = self._queue, self._queued_ends
-        self._queue, self._queued_ends = {}, []
-        started = {row[0]: i for i, row in enumerate(queue.get("runs", ()))}
+        writes, self._queue = self._queue, []
+        try:
+            self._write_all(writes)
+        except duckdb.Error:
+            refused = None
+            for write in writes:
+                try:
+                    self._write_all([write])
+                except duckdb.Error as exc:
+                    refused = refused or exc
+            if refused is not None:
+                raise refused from None
+
+    def _write_all(self, writes: list[tuple[dict, list]]) -> None:
+        tables: dict[str, list[tuple]] = {}
+        ends: list[tuple] = []
+        for rows, write_ends in writes:
+            for table, table_rows in rows.items():
+                tables.setdefault(table, []).extend(table_rows)
+            ends.extend(write_ends)
+        runs = tables.get("runs", [])
+        started = {row[0]: i for i, row in enumerate(runs)}
         late = []
         for status, result, error, ended_at, run_id in ends:
             i = started.get(run_id)
             if i is None:
                 late.append((status, result, error, ended_at, run_id))
             else:
-                row = queue["runs"][i]
-                queue["runs"][i] = row[:7] + (status, result, error) + row[10:11] + (ended_at,)
+                runs[i] = runs[i][:7] + (status, result, error) + runs[i][10:11] + (ended_at,)
         self.con.execute("BEGIN")
         try:
-            for table, rows in queue.items():
+            for table, rows in tables.items():
                 if rows:
                     self._bulk(table, rows)
             if len(late) == 1:
