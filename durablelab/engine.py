@@ -87,6 +87,7 @@ class RunState:
     gen: int = 0                  # bumped on every reschedule; stale heap items are skipped
     waiting: str | None = None    # timer | retry | signal | activity
     waiting_on: str | None = None
+    waking: tuple | None = None   # (woke_at, reason, cursor, events before) during a wake-up
     due_at: float | None = None
     inflight: dict | None = None
     pending: dict = field(default_factory=dict)           # uncommitted rows, by table
@@ -341,14 +342,18 @@ class Engine(Activities):
         moves up to the latest instant recorded (after a simulated crash it already is)."""
         self._runs = {}
         self._heap = []
-        for row in self.store.fetch(f"SELECT {', '.join(RUN_COLS)} FROM runs "
-                                    f"WHERE status <> 'running' ORDER BY started_at, run_id"):
-            state = self._state_from_row(row)
-            state.history = None
-            self._runs[state.run_id] = state
-        loaded = self.store.load("status = 'running'")
+        runs = self.store.fetch(f"SELECT {', '.join(RUN_COLS)} FROM runs "
+                                f"ORDER BY started_at, run_id")
+        for row in runs:
+            if row[7] != "running":
+                state = self._state_from_row(row)
+                state.history = None
+                self._runs[state.run_id] = state
+        loaded = self.store.load("status = 'running'", runs=False)
+        loaded["runs"] = [row for row in runs if row[7] == "running"]
         if opening:   # a new clock starts no earlier than anything recorded
             latest = [self.store.latest_instant() or self.clock.now()]
+            latest += (row[11] if row[11] is not None else row[10] for row in runs)
             latest += (row[7] for row in loaded["events"])
             latest += (row[5] for row in loaded["attempts"])
             latest += (row[5] for row in loaded["signals"])
@@ -467,7 +472,7 @@ class Engine(Activities):
         cursor = h.Cursor(state.history, state.run_id, state.workflow)
         ctx = Context(self, state, cursor)
         state.status, state.waiting, state.waiting_on, state.due_at = "running", None, None, None
-        woke_at, before = self.clock.now(), len(state.history)
+        state.waking = (self.clock.now(), reason, cursor, len(state.history))
         crashed = False
         try:
             result = state.fn(ctx, json.loads(state.input_json))
@@ -499,11 +504,19 @@ class Engine(Activities):
                 self._end(state, "failed", error=workflow_error(
                     state.run_id, state.workflow, exc, _location(exc)))
         finally:
-            row = (state.run_id, woke_at, reason, cursor.replayed, len(state.history) - before)
-            state.wakeups.append(row)
-            self._telemetry.append(row)
+            self._note_wakeup(state)
             if not crashed and self.durability == "batch":
                 self._flush(state)
+
+    def _note_wakeup(self, state: RunState) -> None:
+        """Add the row of the wake-up now ending (how much it replayed and recorded) to the
+        telemetry that goes to the store in bulk."""
+        if state.waking is None:
+            return
+        (woke_at, reason, cursor, before), state.waking = state.waking, None
+        row = (state.run_id, woke_at, reason, cursor.replayed, len(state.history) - before)
+        state.wakeups.append(row)
+        self._telemetry.append(row)
 
     def _suspend(self, state: RunState, suspend: Suspend) -> None:
         if suspend.reason == "activity":
@@ -571,7 +584,10 @@ class Engine(Activities):
         end = (status, result_json, json.dumps(error.to_json()) if error else None,
                state.ended_at, state.run_id)
         if self.durability == "sync":
-            self.store.write({}, ends=[end])
+            # The run's last wake-up row, and any other telemetry, share the end's commit.
+            self._note_wakeup(state)
+            self.store.write({"wakeups": self._telemetry}, ends=[end])
+            self._telemetry = []
         else:
             state.pending_end = end
             if self.durability == "exit":

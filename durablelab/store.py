@@ -31,10 +31,11 @@ from .errors import StoreFormatError, StoreLockedError
 SCHEMA_VERSION = 3
 
 #: A file store folds its write-ahead log into the file every this many commits. Opening a
-#: file replays each commit left in the WAL (about 80 us each), so a worker that dies after
-#: thousands of sync steps would otherwise pay for all of them before it can recover; a
-#: CHECKPOINT costs a few milliseconds, about 35 us per commit at this cadence.
-CHECKPOINT_EVERY = 100
+#: file replays each commit left in the WAL (about 80-150 us each), so a worker that dies
+#: after thousands of sync steps would otherwise pay for all of them before it can recover:
+#: here a crash leaves at most 49, a few milliseconds. A CHECKPOINT costs about 3 ms, so
+#: a sync step pays about 60 us more on average (bench/peers.py measures both sides).
+CHECKPOINT_EVERY = 50
 
 # Times are float seconds on the engine's clock. JSON columns hold compact JSON text.
 DDL = """
@@ -414,15 +415,16 @@ class Store:
         self.flush()
         return self.con.execute(sql, list(params)).fetchall()
 
-    def load(self, where: str, params=()) -> dict[str, list[tuple]]:
+    def load(self, where: str, params=(), runs: bool = True) -> dict[str, list[tuple]]:
         """Rows of every table for the runs selected by `where` (a condition on runs),
-        in one query per table, ordered for replay."""
+        in one query per table, ordered for replay; `runs=False` leaves out the runs'
+        own rows (for a caller that has read them already)."""
         runs = f"SELECT run_id FROM runs WHERE {where}"
         order = {"attempts": "run_id, position, attempt",
                  "signals": "run_id, seq", "faults": "run_id, fired_at",
                  "wakeups": "run_id, woke_at"}
         out = {"runs": self.fetch(f"SELECT {', '.join(RUN_COLS)} FROM runs WHERE {where} "
-                                  f"ORDER BY started_at, run_id", params)}
+                                  f"ORDER BY started_at, run_id", params) if runs else []}
         # Events in the `events` view's shape, with the body decoded here: json.loads is
         # cheaper than twelve JSON extractions a row in the view.
         out["events"] = [(run_id, position, *json.loads(body)) for run_id, position, body in
@@ -439,13 +441,12 @@ class Store:
         self.con.execute("INSERT OR REPLACE INTO meta VALUES ('clock', ?)", [repr(float(instant))])
 
     def latest_instant(self) -> float | None:
-        """The latest instant the runs table, the crashes and the saved clock know of. Every
-        other row belongs to a run and comes no later than its end, so for a run that ended
-        this is enough; an unfinished run's rows are loaded anyway (see `Engine._load`)."""
+        """The latest instant of a crash or of the clock saved at a clean close. Every other
+        row belongs to a run and comes no later than the run's end, so an engine that opens
+        needs only this, the runs' rows and the rows of unfinished runs (see `Engine._load`)."""
         row = self.fetch(
-            "SELECT max(t) FROM (SELECT max(greatest(started_at, coalesce(ended_at, started_at))) "
-            "AS t FROM runs UNION ALL SELECT max(crashed_at) FROM crashes "
-            "UNION ALL SELECT max(CAST(value AS DOUBLE)) FROM meta WHERE key = 'clock')")
+            "SELECT greatest(max(crashed_at), (SELECT max(CAST(value AS DOUBLE)) FROM meta "
+            "WHERE key = 'clock')) FROM crashes")
         return row[0][0]
 
     def close(self) -> None:

@@ -248,7 +248,7 @@ def test_ends_of_runs_flushed_while_running_are_applied(ends):
 
 # --- 3. checkpoints -------------------------------------------------------------------------
 
-def test_file_store_checkpoints_every_hundred_commits(db_path):
+def test_file_store_checkpoints_on_a_fixed_cadence(db_path):
     """Commits since the last CHECKPOINT never reach CHECKPOINT_EVERY, and each reset really
     folded the WAL into the file (the WAL shrinks)."""
     seen = []
@@ -287,7 +287,7 @@ engine.run_until_idle()
 
 
 def test_process_death_after_checkpoints_keeps_every_acknowledged_step(tmp_path, monkeypatch):
-    """250 sync steps (two checkpoints, the rest in the WAL), then the process dies without
+    """250 sync steps (several checkpoints, the rest in the WAL), then the process dies without
     closing: reopening replays the WAL, every step is there, and recovery runs only the rest."""
     db, ledger, n, stop = tmp_path / "runs.duckdb", tmp_path / "ledger.txt", 300, 250
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS),
