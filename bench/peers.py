@@ -696,10 +696,11 @@ def crash_child(system: str, path: str, n: int) -> int:
         engine = _CRASH["engine"] = dl.Engine(path, durability="sync")
         # The worst case for recovery: the store checkpoints every CHECKPOINT_EVERY commits,
         # so the crash should leave CHECKPOINT_EVERY - 1 of them in the WAL. A finished run
-        # of f steps first (f + 3 commits: start, steps, end, its wake-up rows) lines that
-        # up; recovery does not load a finished run. final_step prints what is left.
+        # of f steps first (f + 2 commits: its start, its steps, its end with its wake-up
+        # row) lines that up; recovery does not load a finished run. Then the crashing run
+        # commits its start and n steps. final_step prints what is left.
         every = CHECKPOINT_EVERY
-        f = (every - 1 - (engine.store.uncheckpointed + 3 + 1 + n)) % every
+        f = (every - 1 - (engine.store.uncheckpointed + 2 + 1 + n)) % every
         engine.start(steps, f, run_id="filler")
         engine.run_until_idle()
         engine.start(dl_crashing, n, run_id="crash")

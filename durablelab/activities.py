@@ -281,7 +281,7 @@ class Activities:
 
     # --- faults and crashes --------------------------------------------------------------
     def _fires(self, state, index: int, rule, position: int, attempt: int):
-        """The rule's generator if it fires on this attempt, else None."""
+        """The rule's draws (see `faults.draw`) if it fires on this attempt, else None."""
         crash = isinstance(rule, Crash)
         if rule.times is not None or crash:
             rows = [r for r in state.fault_rows if r[1] == index]

@@ -123,7 +123,8 @@ class Engine(Activities):
 
     Args:
         path: a DuckDB file, or None for an in-memory database (it then plays the disk for
-            the life of this engine: `crash()` keeps it).
+            the life of this engine: `crash()` keeps it; what it commits is queued and
+            written to DuckDB in bulk before anything reads it, so sweeps stay fast).
         clock: `VirtualClock()` (default: time jumps to whatever is due next) or
             `WallClock()`. A virtual clock starts no earlier than the latest instant the
             file recorded, so time never runs backwards for a run.

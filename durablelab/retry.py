@@ -92,7 +92,9 @@ def next_delay(policy: RetryPolicy, attempt: int, error: ActivityError,
     """Seconds to wait after failed attempt `attempt` before the next one.
 
     Pure: the same policy, attempt, error and generator state give the same delay. A
-    `RateLimited` error waits max(retry_after, the jittered delay).
+    `RateLimited` error waits max(retry_after, the jittered delay). `rng` is anything with
+    `uniform(a, b)`: a `random.Random`, or the hashed draws the engine uses
+    (`durablelab.draws.Draws`).
     """
     cap = policy.cap(attempt)
     delay = cap if policy.jitter == "none" else rng.uniform(0.0, cap)
