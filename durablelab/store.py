@@ -37,6 +37,10 @@ SCHEMA_VERSION = 3
 #: a sync step pays about 60 us more on average (bench/peers.py measures both sides).
 CHECKPOINT_EVERY = 50
 
+#: An in-memory store writes its queue to DuckDB at the latest when it holds this many
+#: writes, so a long session that never reads does not keep every row twice in Python.
+QUEUE_LIMIT = 100_000
+
 # Times are float seconds on the engine's clock. JSON columns hold compact JSON text.
 DDL = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -264,8 +268,8 @@ class Store:
         try:
             old = self.con.execute(f"SELECT {', '.join(EVENT_COLS)} FROM events "
                                    f"ORDER BY run_id, position").fetchall()
-            self.con.execute("DROP VIEW IF EXISTS pending_timers; DROP VIEW IF EXISTS pending_signals; "
-                             "DROP TABLE events;")
+            self.con.execute("DROP VIEW IF EXISTS pending_timers; "
+                             "DROP VIEW IF EXISTS pending_signals; DROP TABLE events;")
             self.con.execute(DDL)
             if old:
                 self._bulk("event_log", [_row_of_view(r) for r in old])
@@ -281,6 +285,8 @@ class Store:
         """One row, committed at once (DuckDB autocommits a lone statement)."""
         if self._queue is not None:
             self._queue.append(({table: [row]}, ()))
+            if len(self._queue) >= QUEUE_LIMIT:
+                self.flush()
             return
         self.con.execute(self._insert_sql[table], row)
         self._committed()
@@ -290,6 +296,8 @@ class Store:
         the rows allow. `ends` holds (status, result, error, ended_at, run_id) tuples."""
         if self._queue is not None:
             self._queue.append((rows, list(ends)))
+            if len(self._queue) >= QUEUE_LIMIT:
+                self.flush()
             return None
         work = [(t, r) for t, r in rows.items() if r]
         if len(work) == 1 and len(work[0][1]) == 1 and not ends:
@@ -450,5 +458,7 @@ class Store:
         return row[0][0]
 
     def close(self) -> None:
-        self.flush()
-        self.con.close()
+        try:
+            self.flush()
+        finally:
+            self.con.close()

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 import durablelab as dl
 from durablelab import history as h
 from durablelab.faults import ServerError
+from durablelab import store as store_module
 from durablelab.store import CHECKPOINT_EVERY, Store, event_row
 
 TESTS = Path(__file__).resolve().parent
@@ -191,6 +192,20 @@ def test_memory_store_runs_no_statement_until_a_read():
         assert engine.store.fetch("SELECT run_id, status, result, started_at, ended_at FROM "
                                   "runs ORDER BY run_id") == [("a", "completed", '"x"', 0.0, 1.5),
                                                               ("s", "completed", "435", 0.0, 0.0)]
+
+
+def test_a_long_session_writes_its_queue_when_it_grows(monkeypatch):
+    """The queue is written to DuckDB once it holds QUEUE_LIMIT writes, without a read, so
+    a session that never reads does not hold every row twice; nothing is lost or doubled."""
+    monkeypatch.setattr(store_module, "QUEUE_LIMIT", 10)
+    with dl.Engine() as engine:
+        engine.start(steps, 25, run_id="s")
+        engine.run_until_idle()
+        raw = engine.store.con.execute("SELECT count(*) FROM event_log").fetchall()[0][0]
+        assert 10 <= raw < 25 and len(engine.store._queue) < 10
+        assert engine.store.fetch("SELECT count(*), count(DISTINCT position) FROM events") == \
+            [(25, 25)]
+        assert engine.run("s").result == sum(range(25))
 
 
 def dump(engine):
