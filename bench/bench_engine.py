@@ -276,6 +276,39 @@ def bench_fresh(table: Table, tmp: Path, n: int, repeats: int) -> None:
         table.add("3", "· floor: one INSERT, file", "per row", elapsed / floor_rows, base)
         path.unlink()
 
+        # Why the stored row is narrow: the same event as one INSERT + commit into the
+        # 3-column event_log and into a table with a column per fact (schema 2's layout),
+        # side by side in one file, straight through DuckDB (no checkpoints in either).
+        path = tmp / f"width-{r}.duckdb"
+        con = duckdb.connect(str(path))
+        try:
+            con.execute(f"CREATE TABLE wide ({', '.join(f'{c} {t}' for c, t in WIDE)})")
+            con.execute("CREATE TABLE narrow (run_id VARCHAR, position INTEGER, body VARCHAR)")
+            event = h.Event(1, "activity", "step", "0" * 16, True, '{"i":0,"ok":true}', 0.0, 1,
+                            0.0, "ok", call_site="bench_engine.py:1")
+            for name, row in (("narrow", event_row("w", event)),
+                              ("wide", ("w", *(getattr(event, c) for c, _ in WIDE[1:])))):
+                sql = f"INSERT INTO {name} VALUES ({', '.join('?' * len(row))})"
+                base = baseline_per_call(n)
+                gc.collect()
+                t0 = perf_counter()
+                for i in range(floor_rows):
+                    con.execute(sql, row)
+                elapsed = perf_counter() - t0
+                table.add("3", f"· one INSERT of an event, {len(row)} columns", "per row",
+                          elapsed / floor_rows, base)
+        finally:
+            con.close()
+        for p in path.parent.glob(path.name + "*"):
+            p.unlink()
+
+
+# Schema 2's events table: a column per fact of an event.
+WIDE = (("run_id", "VARCHAR"), ("position", "INTEGER"), ("kind", "VARCHAR"), ("name", "VARCHAR"),
+        ("digest", "VARCHAR"), ("ok", "BOOLEAN"), ("value", "VARCHAR"), ("recorded_at", "DOUBLE"),
+        ("attempt", "INTEGER"), ("started_at", "DOUBLE"), ("outcome", "VARCHAR"),
+        ("error_class", "VARCHAR"), ("error", "VARCHAR"), ("call_site", "VARCHAR"))
+
 
 # --- figure 4: cold recovery ---------------------------------------------------------------
 def bench_recovery(table: Table, tmp: Path, n: int, repeats: int) -> None:

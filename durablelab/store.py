@@ -64,9 +64,10 @@ CREATE TABLE IF NOT EXISTS runs (
     ended_at      DOUBLE
 );
 -- History: one row per recording ctx call, plus one when a wait ends. An activity's row
--- carries its final attempt, so a durable step costs one INSERT. DuckDB pays about 45 us
--- per column on every commit, so the stored row is three columns and `body` holds the
--- rest; the `events` view below spreads it out again. Read `events`, write `event_log`.
+-- carries its final attempt, so a durable step costs one INSERT. DuckDB's commit pays for
+-- every column (bench/bench_engine.py, figure 3, times 3 columns against 14), so the stored
+-- row is three and `body` holds the rest; the `events` view below spreads it out again.
+-- Read `events`, write `event_log`.
 -- (run_id, position) is unique, but not a PRIMARY KEY: the index would cost 0.16 ms a
 -- commit; the engine writes each position once, and checks 1, 2, 3, ... when it loads.
 CREATE TABLE IF NOT EXISTS event_log (
