@@ -175,11 +175,7 @@ def dl_recover(results, crashed: Path, work: Path, n: int, notes: set) -> None:
     notes.add(f"{DL}, N={n:,}: the crash left {left} commits in DuckDB's WAL (a file store "
               f"checkpoints every {CHECKPOINT_EVERY} commits, so at most "
               f"{CHECKPOINT_EVERY - 1}); opening the file replays them (figures 3-4 include it)")
-    copy_dir(crashed, work)
-    path = work / "crash.duckdb"
-    CALLS.update(step=0, final=0)
-    base = baseline_per_call(n)
-    gc.collect()
+    path, base = fresh_copy(crashed, work, "crash.duckdb", n)
     t0 = perf_counter()
     engine = dl.Engine(path, workflows=[dl_crashing])
     t1 = perf_counter()
@@ -301,12 +297,7 @@ def dbos_fresh(results, tmp: Path, n: int, r: int, storage: dict | None) -> None
 
 
 def dbos_recover(results, crashed: Path, work: Path, n: int) -> None:
-    copy_dir(crashed, work)
-    path = work / "crash.sqlite"
-    CALLS.update(step=0, final=0)
-    PROBE.clear()
-    base = baseline_per_call(n)
-    gc.collect()
+    path, base = fresh_copy(crashed, work, "crash.sqlite", n)
     t0 = perf_counter()
     api = dbos_launch(path)
     t1 = perf_counter()
@@ -467,12 +458,7 @@ def lg_fresh(results, tmp: Path, n: int, r: int, storage: dict | None, kind: str
 
 def lg_recover(results, crashed: Path, work: Path, n: int, kind: str, notes: set) -> None:
     label = LG_LABELS[kind]
-    copy_dir(crashed, work)
-    path = work / "crash.sqlite"
-    CALLS.update(step=0, final=0)
-    PROBE.clear()
-    base = baseline_per_call(n)
-    gc.collect()
+    path, base = fresh_copy(crashed, work, "crash.sqlite", n)
     t0 = perf_counter()
     con, runnable = lg_open(path, kind, crashing=True)
     try:
@@ -738,6 +724,19 @@ def copy_dir(source: Path, target: Path) -> None:
     if target.exists():
         shutil.rmtree(target)
     shutil.copytree(source, target)
+
+
+def fresh_copy(crashed: Path, work: Path, name: str, n: int) -> tuple[Path, float]:
+    """Before a recovery is timed: a fresh copy of what the crash left (outside the clock,
+    so the OS file cache is warm, as for a worker restarted on the same machine), the step
+    counters and probes reset, the baseline measured and the garbage collected. Returns
+    (the copied store, the baseline per call)."""
+    copy_dir(crashed, work)
+    CALLS.update(step=0, final=0)
+    PROBE.clear()
+    base = baseline_per_call(n)
+    gc.collect()
+    return work / name, base
 
 
 def remove_store(path: Path) -> None:

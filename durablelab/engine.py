@@ -350,8 +350,8 @@ class Engine(Activities):
                 state = self._state_from_row(row)
                 state.history = None
                 self._runs[state.run_id] = state
-        loaded = self.store.load("status = 'running'", runs=False)
-        loaded["runs"] = [row for row in runs if row[7] == "running"]
+        loaded = self.store.load("status = 'running'")
+        running = [row for row in runs if row[7] == "running"]
         if opening:   # a new clock starts no earlier than anything recorded
             latest = [self.store.latest_instant() or self.clock.now()]
             latest += (row[11] if row[11] is not None else row[10] for row in runs)
@@ -360,10 +360,10 @@ class Engine(Activities):
             latest += (row[5] for row in loaded["signals"])
             latest += (row[6] for row in loaded["faults"])
             self.clock.advance_to(max(latest))
-        for row in loaded["runs"]:
+        for row in running:
             self._runs[row[0]] = self._state_from_row(row)
         self._fill(loaded)
-        for row in loaded["runs"]:
+        for row in running:
             state = self._runs[row[0]]
             if state.budget is not None:
                 for event in state.history:

@@ -424,16 +424,15 @@ class Store:
         self.flush()
         return self.con.execute(sql, list(params)).fetchall()
 
-    def load(self, where: str, params=(), runs: bool = True) -> dict[str, list[tuple]]:
-        """Rows of every table for the runs selected by `where` (a condition on runs),
-        in one query per table, ordered for replay; `runs=False` leaves out the runs'
-        own rows (for a caller that has read them already)."""
+    def load(self, where: str, params=()) -> dict[str, list[tuple]]:
+        """The rows that belong to the runs selected by `where` (a condition on runs), in
+        one query per table, ordered for replay. The runs' own rows are the caller's to
+        read: an engine reads every run's row once, when it opens."""
         runs = f"SELECT run_id FROM runs WHERE {where}"
         order = {"attempts": "run_id, position, attempt",
                  "signals": "run_id, seq", "faults": "run_id, fired_at",
                  "wakeups": "run_id, woke_at"}
-        out = {"runs": self.fetch(f"SELECT {', '.join(RUN_COLS)} FROM runs WHERE {where} "
-                                  f"ORDER BY started_at, run_id", params) if runs else []}
+        out = {}
         # Events in the `events` view's shape, with the body decoded here: json.loads is
         # cheaper than twelve JSON extractions a row in the view.
         out["events"] = [(run_id, position, *json.loads(body)) for run_id, position, body in

@@ -73,13 +73,18 @@ def test_a_schema_2_file_is_upgraded_in_place_and_its_run_carries_on(db_path):
         engine.close()
 
 
-def test_a_duplicate_history_position_is_refused_naming_the_run(db_path):
-    with dl.Engine(db_path) as engine:
+def waiting_run_edited(path, sql):
+    """A file holding run 'r' (two steps, then a signal wait), edited by hand with `sql`."""
+    with dl.Engine(path) as engine:
         engine.start(squares_then_wait, 2, run_id="r")
         engine.run_until_idle()
-    con = duckdb.connect(str(db_path))
-    con.execute("INSERT INTO event_log SELECT * FROM event_log WHERE position = 2")
+    con = duckdb.connect(str(path))
+    con.execute(sql)
     con.close()
+
+
+def test_a_duplicate_history_position_is_refused_naming_the_run(db_path):
+    waiting_run_edited(db_path, "INSERT INTO event_log SELECT * FROM event_log WHERE position = 2")
     with pytest.raises(dl.StoreFormatError,
                        match=r"run 'r' has a second event at history position 2 "
                              r"\(expected position 3\)"):
@@ -90,12 +95,7 @@ def test_a_duplicate_history_position_is_refused_naming_the_run(db_path):
 
 
 def test_a_gap_in_a_history_is_refused(db_path):
-    with dl.Engine(db_path) as engine:
-        engine.start(squares_then_wait, 2, run_id="r")
-        engine.run_until_idle()
-    con = duckdb.connect(str(db_path))
-    con.execute("DELETE FROM event_log WHERE position = 1")
-    con.close()
+    waiting_run_edited(db_path, "DELETE FROM event_log WHERE position = 1")
     with pytest.raises(dl.StoreFormatError, match=r"a gap before the event at history "
                                                    r"position 2 \(expected position 1\)"):
         dl.Engine(db_path, workflows=[squares_then_wait])
