@@ -24,7 +24,8 @@ from .breaker import CircuitBreaker
 from .budget import Budget
 from .engine import Engine
 from .errors import (ActivityFailed, BudgetExceeded, DuplicateRunError, DurableLabError,
-                     ModelOutputError, NonDeterminismError, NonRetryable, RateLimited,
+                     ModelOutputError, NonDeterminismError, NonRetryable, PolicyError,
+                     RateLimited,
                      RunFinishedError, RunNotFoundError, RunTimedOut, SerializationError,
                      StoreFormatError, StoreLockedError, Transient, WorkflowError)
 from .faults import FaultPlan
@@ -47,4 +48,5 @@ __all__ = [
     "FaultPlan", "faults", "viz", "sim", "structured", "ask_structured",
     "diagnose", "Diagnosis", "load_temporal", "decode_payloads", "TemporalHistoryError",
     "TemporalRunEnded", "export", "load", "compare", "ExportFormatError",
+    "PolicyError",
 ]

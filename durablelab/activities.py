@@ -245,7 +245,7 @@ class Activities:
         elif isinstance(error, NonRetryable):
             retry, why = False, "its error is not retryable"
         else:
-            retry = attempt - malformed < policy.max_attempts
+            retry = policy.allows(attempt - malformed)
             why = f"its retries are spent (max_attempts={policy.max_attempts})"
         if retry:
             rng = Draws(f"retry:{state.seed}:{state.run_id}:{position}:{attempt}")

@@ -82,7 +82,9 @@ class Context:
                 accepts that keyword (or ``**kwargs``): the same on every attempt and after a
                 crash, so a service can drop duplicates.
             *args, **kwargs: JSON-serialisable arguments; their digest is checked on replay.
-            policy: a `RetryPolicy`; None means ``RetryPolicy()`` (3 attempts).
+            policy: a `RetryPolicy`; None means ``RetryPolicy()`` (3 attempts). A run
+                started with ``policies=`` (or in a sweep) uses the matching policy from
+                there instead.
             start_to_close: seconds one attempt may take before it counts as a time-out.
             schedule_to_close: seconds from the first attempt's start after which no further
                 attempt starts.
@@ -106,6 +108,9 @@ class Context:
             if event.ok:
                 return event.loads()
             raise error_from_json(event.loads())
+        overrides = self._state.overrides
+        if overrides is not None:   # start(policies=) replaces what the code passes
+            policy = overrides.for_activity(name) or policy
         request = {"name": name, "fn": fn, "args": args, "kwargs": kwargs,
                    "policy": policy or DEFAULT_POLICY, "start_to_close": start_to_close,
                    "schedule_to_close": schedule_to_close, "heartbeat": heartbeat,
@@ -242,6 +247,14 @@ class Context:
         return Saga(self)
 
     # --- introspection ---------------------------------------------------------------------
+    @property
+    def world(self) -> Any:
+        """The simulated world this run belongs to: a sweep's ``world(clock)``, or
+        ``Engine(world=...)``; None otherwise. It is outside the worker, like a real
+        service: nothing about it is recorded, and a crash does not reset it."""
+        engine = self._engine
+        return engine._worlds.get(self.run_id, engine.world) if engine._worlds else engine.world
+
     @property
     def is_replaying(self) -> bool:
         """True while the code is being handed recorded results rather than doing new work."""

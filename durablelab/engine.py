@@ -32,6 +32,7 @@ from .errors import (ActivityFailed, DuplicateRunError, DurableLabError, NonDete
                      RunFinishedError, RunNotFoundError, RunTimedOut, error_from_json,
                      history_gap, workflow_error)
 from .faults import FaultPlan
+from .retry import Overrides
 from .store import RUN_COLS, Store, event_row
 
 DURABILITY = ("sync", "batch", "exit")
@@ -95,16 +96,34 @@ class RunState:
     timeout: float | None = None  # the run's time-out, seconds from started_at
     budget: Budget | None = None
     spend: Spend = field(default_factory=Spend)
+    overrides: Overrides | None = None   # start(policies=): replaces the code's policies
 
     def __post_init__(self):
         options = json.loads(self.options_json) if self.options_json else {}
         self.timeout = options.get("timeout")
         self.budget = Budget(**options["budget"]) if options.get("budget") else None
+        if options.get("policies"):
+            self.overrides = _overrides(options["policies"])
 
     def row(self) -> tuple:
         return (self.run_id, self.workflow, self.input_json, self.seed, self.faults_json,
                 self.options_json, self.parent_run_id, "running", None, None, self.started_at,
                 None)
+
+
+_OVERRIDES: dict[str, Overrides] = {}
+
+
+def _overrides(data: dict) -> Overrides:
+    """The stored `policies` option as an `Overrides`; runs that store the same one (a
+    sweep's cell) share one object and its per-activity lookups."""
+    key = json.dumps(data)   # not sorted: the order of the globs decides
+    found = _OVERRIDES.get(key)
+    if found is None:
+        if len(_OVERRIDES) > 1000:
+            _OVERRIDES.clear()
+        found = _OVERRIDES[key] = Overrides(data, "the run's stored policies")
+    return found
 
 
 def _location(exc: BaseException) -> str | None:
@@ -133,12 +152,16 @@ class Engine(Activities):
             clean `close()`). Faster modes lose more to a crash: that trade-off is a lesson.
         workflows: workflow functions this engine may resume (found by 'module:qualname');
             workflows started on any engine in this process are known too.
+        world: the simulated world (services, models, limiters) its runs' workflow code
+            reaches as `ctx.world`. It lives outside the worker: nothing about it is
+            recorded, and `crash()` does not reset it.
 
     `Engine()`, `start()` and `signal()` only load, record and schedule; workflow code runs
     only inside `run_until_idle()` and `advance()`.
     """
 
-    def __init__(self, path=None, clock=None, durability: str = "sync", workflows=()):
+    def __init__(self, path=None, clock=None, durability: str = "sync", workflows=(),
+                 world=None):
         if durability not in DURABILITY:
             raise ValueError(f"Engine(durability={durability!r}): use one of "
                              f"{', '.join(map(repr, DURABILITY))}")
@@ -146,6 +169,9 @@ class Engine(Activities):
         self.durability = durability
         self.clock = clock if clock is not None else VirtualClock()
         self.store = Store(self.path)
+        #: the simulated world workflow code reaches as `ctx.world` (see the class docstring).
+        self.world = world
+        self._worlds: dict[str, Any] = {}   # run id -> its own world (a sweep's), else .world
         self._workflows: dict[str, Callable] = {}
         for fn in workflows:
             self._register(fn)
@@ -162,7 +188,7 @@ class Engine(Activities):
     # --- public API ----------------------------------------------------------------------
     def start(self, workflow: Callable, input: Any = None, run_id: str | None = None,
               faults=None, seed: int = 0, timeout: float | None = None,
-              budget: Budget | None = None) -> str:
+              budget: Budget | None = None, policies=None) -> str:
         """Record a new run of `workflow(ctx, input)` and schedule it; returns its run id.
 
         `faults` is a `FaultPlan`, a list of rules, or a plan's JSON text or file path.
@@ -172,6 +198,12 @@ class Engine(Activities):
         start; `budget` (a `dl.Budget`) stops it when it spends more than allowed. The run's
         start is committed at once in every durability mode; its code runs in
         `run_until_idle()`.
+
+        `policies` replaces the retry policy of every matching ``ctx.activity`` call,
+        whether the code passes one or not: a `RetryPolicy` for every activity, or
+        ``{activity glob: RetryPolicy}`` (the first glob that matches decides; activities no
+        glob matches keep their code's policy). It is stored with the run as JSON, so it
+        holds after a crash and in a later engine too.
         """
         self._check_open()
         name = workflow_name(workflow)
@@ -192,6 +224,8 @@ class Engine(Activities):
             if not isinstance(budget, Budget):
                 raise TypeError(f"start({name}): budget={budget!r} must be a dl.Budget")
             options["budget"] = budget.to_dict()
+        if policies is not None:
+            options["policies"] = Overrides(policies, f"start({name}): policies").to_dict()
         self._register(workflow)
         return self._start(name, input_json, run_id, plan, seed, None,
                            json.dumps(options) if options else None)
@@ -575,6 +609,8 @@ class Engine(Activities):
         base, _, n = state.run_id.rpartition("~")
         next_id = f"{base}~{int(n) + 1}" if base and n.isdigit() else f"{state.run_id}~1"
         self._end(state, "continued", result_json=json.dumps({"continued_as": next_id}))
+        if state.run_id in self._worlds:
+            self._worlds[next_id] = self._worlds[state.run_id]
         self._start(state.workflow, input_json, next_id, state.faults, state.seed, state.run_id,
                     state.options_json)
 

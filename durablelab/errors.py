@@ -178,6 +178,21 @@ class StoreFormatError(DurableLabError):
     fields = ("path", "found", "expected")
 
 
+class PolicyError(DurableLabError, ValueError):
+    """A retry policy (or a map of activity globs to policies) that cannot be used: a bad
+    `start(policies=)`, or a policy's JSON with an unknown key or a bad value."""
+
+    fields = ("where", "key")
+
+
+def policy_error(where: str, key: str | None, problem: str) -> PolicyError:
+    from .retry import _FIELDS
+    if key is not None:
+        problem = (f"{problem} {key!r}; a RetryPolicy's keys are "
+                   f"{', '.join(_FIELDS)}")
+    return PolicyError(f"{where}: {problem}. See help(dl.RetryPolicy).", where=where, key=key)
+
+
 def history_gap(path, run_id: str, position: int, expected: int) -> StoreFormatError:
     """A stored history whose positions do not run 1, 2, 3, ...: the table has no primary
     key (it would cost a sixth of a sync step), so a duplicate is caught here, on load."""

@@ -9,6 +9,7 @@ crash during a 15-minute backoff resumes the wait instead of restarting it.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import random
 import socket
@@ -33,13 +34,15 @@ class RetryPolicy:
     them hit a recovering service in lockstep. A `RateLimited` error waits at least its
     ``retry_after``.
 
-    Nothing retries forever by default: ``max_attempts=3`` counts the first attempt.
+    Nothing retries forever by default: ``max_attempts=3`` counts the first attempt;
+    ``max_attempts=None`` retries without limit (Temporal's default), so pair it with a
+    run time-out (``start(timeout=)``, or a sweep's ``timeout``).
     Model-output errors (malformed JSON, schema violations) have their own small budget,
     ``model_output_budget`` retries, apart from ``max_attempts``.
     """
 
-    #: attempts in all, the first included; 1 means never retry.
-    max_attempts: int = 3
+    #: attempts in all, the first included; 1 means never retry; None means no limit.
+    max_attempts: int | None = 3
     #: seconds: the cap after the first failed attempt.
     initial: float = 1.0
     #: factor by which the cap grows after each further failure.
@@ -57,8 +60,11 @@ class RetryPolicy:
 
     def __post_init__(self):
         problems = []
-        if not isinstance(self.max_attempts, int) or self.max_attempts < 1:
-            problems.append(f"max_attempts={self.max_attempts!r} must be an int >= 1")
+        if self.max_attempts is not None and (isinstance(self.max_attempts, bool) or not
+                                              isinstance(self.max_attempts, int) or
+                                              self.max_attempts < 1):
+            problems.append(f"max_attempts={self.max_attempts!r} must be an int >= 1, or None "
+                            f"for no limit")
         for name in ("initial", "max_interval"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or value < 0:
@@ -73,6 +79,66 @@ class RetryPolicy:
             raise ValueError("RetryPolicy: " + "; ".join(problems))
         object.__setattr__(self, "non_retryable", tuple(self.non_retryable))
 
+    def allows(self, attempts: int) -> bool:
+        """Whether another attempt may follow `attempts` attempts (model-output retries aside)."""
+        return self.max_attempts is None or attempts < self.max_attempts
+
+    # --- the JSON form: a run stores its policy overrides with it (`start(policies=)`) --
+    def to_dict(self) -> dict:
+        """The policy as plain JSON data. Exception classes in `non_retryable` become their
+        names (a name matches that class or any subclass of that name, as a class does)."""
+        return {"max_attempts": self.max_attempts, "initial": self.initial,
+                "backoff": self.backoff, "max_interval": self.max_interval,
+                "jitter": self.jitter,
+                "non_retryable": [item if isinstance(item, str) else item.__name__
+                                  for item in self.non_retryable],
+                "model_output_budget": self.model_output_budget,
+                "breaker": None if self.breaker is None else {
+                    "failures": self.breaker.failures,
+                    "reset_after": self.breaker.reset_after}}
+
+    @classmethod
+    def from_dict(cls, data: dict, where: str = "RetryPolicy") -> "RetryPolicy":
+        """The policy `to_dict` wrote. Missing keys take their defaults; an unknown key is
+        an error naming it and the keys allowed (`where` says whose policy, for the message)."""
+        from .errors import policy_error
+        if not isinstance(data, dict):
+            raise policy_error(where, None, f"expected an object of RetryPolicy fields, got "
+                                            f"{type(data).__name__}")
+        unknown = sorted(set(data) - set(_FIELDS))
+        if unknown:
+            raise policy_error(where, unknown[0], "unknown key")
+        data = dict(data)
+        breaker = data.pop("breaker", None)
+        if "non_retryable" in data:
+            names = data["non_retryable"]
+            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+                raise policy_error(where, "non_retryable", "must be a list of exception names")
+            data["non_retryable"] = tuple(names)
+        try:
+            if breaker is not None:
+                if not isinstance(breaker, dict) or set(breaker) - {"failures", "reset_after"}:
+                    raise ValueError(f"breaker={breaker!r} must be an object with 'failures' "
+                                     f"and 'reset_after'")
+                breaker = CircuitBreaker(**breaker)
+            return cls(**data, breaker=breaker)
+        except (TypeError, ValueError) as exc:
+            raise policy_error(where, None, str(exc)) from None
+
+    def to_json(self) -> str:
+        """`to_dict` as JSON text (sorted keys: equal policies give equal text)."""
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "RetryPolicy":
+        """The policy `to_json` wrote; strict about unknown keys, as `from_dict`."""
+        from .errors import policy_error
+        try:
+            data = json.loads(text)
+        except (TypeError, ValueError) as exc:
+            raise policy_error("RetryPolicy.from_json", None, f"not valid JSON: {exc}") from None
+        return cls.from_dict(data, "RetryPolicy.from_json")
+
     def cap(self, attempt: int) -> float:
         """The longest wait after failed attempt number `attempt` (1-based)."""
         return min(self.max_interval, self.initial * self.backoff ** (attempt - 1))
@@ -85,6 +151,50 @@ class RetryPolicy:
             elif isinstance(exc, item):
                 return True
         return False
+
+
+_FIELDS = ("max_attempts", "initial", "backoff", "max_interval", "jitter", "non_retryable",
+           "model_output_budget", "breaker")
+
+
+class Overrides:
+    """Policies that replace those the workflow code passes, by activity glob
+    (`Engine.start(policies=)`, a sweep's policy). The first glob, in order, that matches an
+    activity's name decides; an activity no glob matches keeps the policy its code gives.
+    A run stores them as JSON (`to_json`), so they hold after recovery too."""
+
+    def __init__(self, policies, where: str = "policies"):
+        from .errors import policy_error
+        if isinstance(policies, RetryPolicy):
+            policies = {"*": policies}
+        if not isinstance(policies, dict) or not policies:
+            raise policy_error(where, None, f"expected a RetryPolicy or a non-empty "
+                                            f"{{activity glob: RetryPolicy}}, got {policies!r}")
+        self.rules: list[tuple[str, RetryPolicy]] = []
+        for glob, policy in policies.items():
+            if not isinstance(glob, str) or not glob:
+                raise policy_error(where, None, f"activity glob {glob!r} must be a non-empty "
+                                                f"string such as 'charge' or 'model*'")
+            if isinstance(policy, dict):   # the JSON form
+                policy = RetryPolicy.from_dict(policy, f"{where}[{glob!r}]")
+            if not isinstance(policy, RetryPolicy):
+                raise policy_error(where, None, f"the value for {glob!r} is {policy!r}, not "
+                                                f"a dl.RetryPolicy")
+            self.rules.append((glob, policy))
+        self._found: dict[str, RetryPolicy | None] = {}
+
+    def for_activity(self, name: str) -> RetryPolicy | None:
+        """The policy replacing `name`'s, or None when no glob matches it."""
+        try:
+            return self._found[name]
+        except KeyError:
+            found = next((p for g, p in self.rules
+                          if g == name or fnmatch.fnmatchcase(name, g)), None)
+            self._found[name] = found
+            return found
+
+    def to_dict(self) -> dict:
+        return {glob: policy.to_dict() for glob, policy in self.rules}
 
 
 def next_delay(policy: RetryPolicy, attempt: int, error: ActivityError,
@@ -172,5 +282,5 @@ def classify(exc: BaseException) -> ActivityError:
     return Transient(message, cause_class=cause)
 
 
-__all__ = ["RetryPolicy", "next_delay", "classify", "Transient", "RateLimited",
+__all__ = ["RetryPolicy", "Overrides", "next_delay", "classify", "Transient", "RateLimited",
            "NonRetryable", "ModelOutputError"]

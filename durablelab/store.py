@@ -55,7 +55,7 @@ CREATE TABLE IF NOT EXISTS runs (
     input         VARCHAR NOT NULL,   -- JSON
     seed          BIGINT  NOT NULL,
     faults        VARCHAR,            -- the FaultPlan as JSON, or NULL
-    options       VARCHAR,            -- JSON: the run's time-out and budget, or NULL
+    options       VARCHAR,            -- JSON: time-out, budget, policy overrides, or NULL
     parent_run_id VARCHAR,            -- the run that continued as this one
     status        VARCHAR NOT NULL,   -- running | completed | failed | continued
     result        VARCHAR,            -- JSON

@@ -21,7 +21,8 @@ def test_public_names_are_pinned():
         "StoreLockedError", "StoreFormatError", "BudgetExceeded", "RunTimedOut",
         "FaultPlan", "faults", "viz", "sim", "structured", "ask_structured",
         "diagnose", "Diagnosis", "load_temporal", "decode_payloads", "TemporalHistoryError",
-        "TemporalRunEnded", "export", "load", "compare", "ExportFormatError"])
+        "TemporalRunEnded", "export", "load", "compare", "ExportFormatError",
+        "PolicyError"])
 
 
 def test_every_public_callable_has_a_docstring():
