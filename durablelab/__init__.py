@@ -22,12 +22,13 @@ from .context import Context, Saga
 from .diagnose import Diagnosis, diagnose
 from .breaker import CircuitBreaker
 from .budget import Budget
-from .engine import Engine
+from .engine import Engine, workflow
 from .errors import (ActivityFailed, BudgetExceeded, DuplicateRunError, DurableLabError,
                      ModelOutputError, NonDeterminismError, NonRetryable, PolicyError,
                      RateLimited,
                      RunFinishedError, RunNotFoundError, RunTimedOut, SerializationError,
-                     StoreFormatError, StoreLockedError, Transient, WorkflowError)
+                     StoreFormatError, StoreLockedError, Transient, UnknownWorkflowWarning,
+                     WorkflowError, WorkflowRedefinedWarning)
 from .faults import FaultPlan
 from .retry import RetryPolicy, classify, next_delay
 from .compare import compare
@@ -49,4 +50,5 @@ __all__ = [
     "diagnose", "Diagnosis", "load_temporal", "decode_payloads", "TemporalHistoryError",
     "TemporalRunEnded", "export", "load", "compare", "ExportFormatError",
     "PolicyError",
+    "workflow", "UnknownWorkflowWarning", "WorkflowRedefinedWarning",
 ]

@@ -22,7 +22,7 @@ from .errors import ActivityFailed, NonDeterminismError, WorkflowError
 
 #: Every state `diagnose` can report.
 STATES = ("completed", "continued", "failed", "workflow_error", "diverged", "waiting_timer",
-          "waiting_signal", "backoff", "running")
+          "waiting_signal", "backoff", "running", "unregistered")
 _ENDS = {"sleep": ("timer_fired", "timer_canceled"),
          "wait_signal": ("signal_received", "signal_timeout")}
 _SHORT_FIX = {
@@ -91,7 +91,8 @@ def diagnose(run) -> Diagnosis:
     where), diverged (parked on a version mismatch: position, recorded versus requested,
     the fix), waiting_timer (until when), waiting_signal (which, since when, its deadline
     or none), backoff (attempt n of m, the next attempt), running (work due now, or an
-    activity in flight). Returns a `Diagnosis`.
+    activity in flight), unregistered (its engine will not run it: nobody registered its
+    workflow in this process, and the fix). Returns a `Diagnosis`.
     """
     if run.status == "completed":
         return _completed(run)
@@ -105,7 +106,20 @@ def diagnose(run) -> Diagnosis:
         found = _temporal_task_trouble(run)
         if found is not None:
             return found
+    if getattr(run, "workflow_registered", None) is False:
+        return _unregistered(run)
     return _unfinished(run)
+
+
+def _unregistered(run) -> Diagnosis:
+    function = run.workflow.rpartition(":")[2].rpartition(".")[2]
+    return _make(run, "unregistered", (
+        f"Not being run: its workflow {run.workflow} is not registered in this process, so "
+        f"the engine left the run as the store recorded it ({run.status}) and scheduled "
+        f"nothing; it stands at position {len(run.history)} of its history. A store is data "
+        f"and never chooses the code that runs. Import the workflow and open the engine with "
+        f"workflows=[{function}] (or decorate it with @dl.workflow before opening) to resume "
+        f"it."), run.history.tail(1), workflow=run.workflow)
 
 
 # --- ended runs ------------------------------------------------------------------------------

@@ -18,8 +18,12 @@ from __future__ import annotations
 
 import heapq
 import json
+import os
 import sys
+import types
 import uuid as _uuid
+import warnings
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -29,8 +33,9 @@ from .budget import Budget, Spend
 from .clock import VirtualClock
 from .context import Context, ContinueAsNew, Suspend
 from .errors import (ActivityFailed, DuplicateRunError, DurableLabError, NonDeterminismError,
-                     RunFinishedError, RunNotFoundError, RunTimedOut, error_from_json,
-                     history_gap, workflow_error)
+                     RunFinishedError, RunNotFoundError, RunTimedOut, bad_type, bad_value,
+                     engine_closed, error_from_json, history_gap, not_a_workflow,
+                     unknown_workflows, workflow_error, workflow_redefined)
 from .faults import FaultPlan
 from .retry import Overrides
 from .store import RUN_COLS, Store, event_row
@@ -38,16 +43,61 @@ from .store import RUN_COLS, Store, event_row
 DURABILITY = ("sync", "batch", "exit")
 FINAL = ("completed", "failed", "continued")
 
-#: Workflows seen by any engine in this process, by 'module:qualname', so a new engine on
-#: the same file (in the same notebook) can resume runs it did not start.
+#: The worker's registry: the workflows this process may run, by 'module:qualname'. Only a
+#: registered name ever runs (by `start()`, `Engine(workflows=...)` or `@dl.workflow`): a
+#: store is data, and a name a store row holds is never looked up anywhere else.
 _REGISTRY: dict[str, Callable] = {}
+#: Open engines, so a new registration reaches runs they hold.
+_LIVE: "weakref.WeakSet[Engine]" = weakref.WeakSet()
+#: The engine holding each file (by real path): one per file per process.
+_HOLDERS: "weakref.WeakValueDictionary[str, Engine]" = weakref.WeakValueDictionary()
 
 
 def workflow_name(fn: Callable) -> str:
     """The name history records for a workflow function: 'module:qualname'."""
-    if not callable(fn):
-        raise TypeError(f"a workflow is a function fn(ctx, input); got {fn!r}")
+    if not isinstance(fn, types.FunctionType):
+        raise not_a_workflow(fn)
     return f"{fn.__module__}:{fn.__qualname__}"
+
+
+def workflow(fn: Callable) -> Callable:
+    """Register `fn` as a workflow this process may run, and return it unchanged.
+
+    Use it as a decorator (``@dl.workflow``) on workflow functions whose runs an engine
+    opened later should resume: an engine never runs a workflow because a store names it,
+    only the ones registered here (`start()` and ``Engine(workflows=[...])`` register too).
+    Redefining a registered workflow (re-running its notebook cell) replaces it; if runs of
+    it are in flight a `WorkflowRedefinedWarning` says they will replay against the new code.
+    """
+    _register(fn, stacklevel=2)
+    return fn
+
+
+def _register(fn: Callable, stacklevel: int) -> str:
+    """Put `fn` in the registry under its name; open engines adopt it for their runs of
+    that name (runs nobody could run start; runs of an older definition switch, loudly)."""
+    name = workflow_name(fn)
+    old = _REGISTRY.get(name)
+    _REGISTRY[name] = fn
+    if old is not fn:
+        switched = [run_id for engine in list(_LIVE) for run_id in engine._adopt(name, fn)]
+        if switched:
+            warnings.warn(workflow_redefined(name, switched), stacklevel=stacklevel + 1)
+    return name
+
+
+def _current_definition(name: str) -> Callable | None:
+    """The function a registered name finds in its module now (a notebook cell redefined
+    since counts), or None for a closure or a name the module no longer has."""
+    module, _, qualname = name.partition(":")
+    if "<locals>" in qualname:
+        return None
+    fn = sys.modules.get(module)
+    for part in qualname.split("."):
+        fn = getattr(fn, part, None)
+    if isinstance(fn, types.FunctionType) and workflow_name(fn) == name:
+        return fn
+    return None
 
 
 @dataclass
@@ -150,11 +200,17 @@ class Engine(Activities):
         durability: "sync" commits each event before the code sees it; "batch" commits
             once per wake-up; "exit" commits a run's events only when it ends (and at a
             clean `close()`). Faster modes lose more to a crash: that trade-off is a lesson.
-        workflows: workflow functions this engine may resume (found by 'module:qualname');
-            workflows started on any engine in this process are known too.
+        workflows: workflow functions this engine may resume, registered with the process
+            (as `start()` and `@dl.workflow` register them). Only registered workflows run:
+            an unfinished run whose workflow nobody registered keeps its recorded status,
+            is not scheduled, and an `UnknownWorkflowWarning` names it when the engine opens.
         world: the simulated world (services, models, limiters) its runs' workflow code
             reaches as `ctx.world`. It lives outside the worker: nothing about it is
             recorded, and `crash()` does not reset it.
+
+    One engine per file per process: opening a second engine on a file closes the first (as
+    `close()` would) and takes the file over; the first then refuses calls. Another process
+    holding the file gives `StoreLockedError`.
 
     `Engine()`, `start()` and `signal()` only load, record and schedule; workflow code runs
     only inside `run_until_idle()` and `advance()`.
@@ -163,18 +219,39 @@ class Engine(Activities):
     def __init__(self, path=None, clock=None, durability: str = "sync", workflows=(),
                  world=None):
         if durability not in DURABILITY:
-            raise ValueError(f"Engine(durability={durability!r}): use one of "
-                             f"{', '.join(map(repr, DURABILITY))}")
+            raise bad_value("Engine", "durability", (
+                f"durability={durability!r} is not a durability mode; use one of "
+                f"{', '.join(map(repr, DURABILITY))} (sync commits each event before the "
+                f"code sees it, batch once per wake-up, exit when the run ends)."))
+        if callable(workflows) or isinstance(workflows, (str, bytes)):
+            raise bad_type("Engine", "workflows", (
+                f"workflows={workflows!r} must be a list of workflow functions, "
+                f"for example workflows=[my_flow]."))
+        workflows = list(workflows)
+        for fn in workflows:
+            workflow_name(fn)
         self.path = None if path is None else str(path)
         self.durability = durability
         self.clock = clock if clock is not None else VirtualClock()
+        self._closed = False
+        self._superseded = False
+        # One engine per file per process: a newer one takes the file over, so two engines
+        # never run the same runs (re-running the notebook cell that opens it just works).
+        holder_key = None if self.path is None else os.path.realpath(self.path)
+        older = None if holder_key is None else _HOLDERS.get(holder_key)
+        if older is not None and not older._closed:
+            older.close()
+            older._superseded = True
         self.store = Store(self.path)
+        if holder_key is not None:
+            _HOLDERS[holder_key] = self
         #: the simulated world workflow code reaches as `ctx.world` (see the class docstring).
         self.world = world
         self._worlds: dict[str, Any] = {}   # run id -> its own world (a sweep's), else .world
         self._workflows: dict[str, Callable] = {}
         for fn in workflows:
-            self._register(fn)
+            self._workflows[workflow_name(fn)] = fn
+        self._run_fns: dict[str, Callable] = {}   # run id -> the closure it was started with
         self._runs: dict[str, RunState] = {}
         self._heap: list = []
         self._seq = 0
@@ -182,8 +259,10 @@ class Engine(Activities):
         self._telemetry: list[tuple] = []
         self._breakers: dict = {}     # activity name -> BreakerState, shared by all runs
         self._plans: dict[str, FaultPlan] = {}   # stored plan JSON -> the plan
-        self._closed = False
+        for fn in workflows:
+            _register(fn, stacklevel=2)
         self._load(opening=True)
+        _LIVE.add(self)
 
     # --- public API ----------------------------------------------------------------------
     def start(self, workflow: Callable, input: Any = None, run_id: str | None = None,
@@ -226,9 +305,9 @@ class Engine(Activities):
             options["budget"] = budget.to_dict()
         if policies is not None:
             options["policies"] = Overrides(policies, f"start({name}): policies").to_dict()
-        self._register(workflow)
+        _register(workflow, stacklevel=2)
         return self._start(name, input_json, run_id, plan, seed, None,
-                           json.dumps(options) if options else None)
+                           json.dumps(options) if options else None, fn=workflow)
 
     def signal(self, run_id: str, name: str, value: Any = None,
                signal_id: str | None = None) -> bool:
@@ -303,12 +382,15 @@ class Engine(Activities):
         file. A closed engine refuses further calls."""
         if self._closed:
             return
-        for state in self._runs.values():
-            self._flush(state)
-        self._flush_telemetry()
-        self.store.save_clock(self.clock.now())
-        self.store.close()
         self._closed = True
+        _LIVE.discard(self)
+        try:
+            for state in self._runs.values():
+                self._flush(state)
+            self._flush_telemetry()
+            self.store.save_clock(self.clock.now())
+        finally:
+            self.store.close()
 
     def __enter__(self) -> "Engine":
         return self
@@ -325,23 +407,37 @@ class Engine(Activities):
                 f"{summary})")
 
     # --- starting and loading ------------------------------------------------------------
-    def _register(self, fn: Callable) -> None:
-        name = workflow_name(fn)
-        self._workflows[name] = _REGISTRY[name] = fn
+    def _resolve(self, name: str, run_id: str | None = None) -> Callable | None:
+        """The function for a recorded workflow name, or None if nobody registered it. A
+        registered name finds its module's current definition (a notebook cell redefined
+        since counts); a closure, which no module holds, is the one its run was started
+        with, else the one registered last. Never imports or looks up an unregistered name."""
+        if name not in _REGISTRY and name not in self._workflows:
+            return None
+        fn = self._run_fns.get(run_id) or _current_definition(name)
+        return fn or self._workflows.get(name) or _REGISTRY[name]
 
-    def _resolve(self, name: str) -> Callable | None:
-        """The function for a recorded workflow name: one given to this engine, else the
-        current definition in an already-imported module (a notebook cell redefined since
-        counts), else one another engine in this process started. Never imports anything."""
-        fn = self._workflows.get(name)
-        if fn is None:
-            module, _, qualname = name.partition(":")
-            fn = sys.modules.get(module)
-            for part in qualname.split("."):
-                fn = getattr(fn, part, None)
-            if not callable(fn) or workflow_name(fn) != name:
-                fn = _REGISTRY.get(name)
-        return fn
+    def _adopt(self, name: str, fn: Callable) -> list[str]:
+        """A new registration of `name`: runs nobody could run are scheduled now; runs of
+        an older definition take the new one. Returns the run ids whose code changed."""
+        if self._closed:
+            return []
+        switched = []
+        for state in self._runs.values():
+            if (state.workflow != name or state.status in FINAL or state.fn is fn
+                    or state.run_id in self._run_fns):
+                continue
+            if state.fn is None:
+                state.fn = fn
+                if state.status != "diverged":
+                    self._schedule(state, self.clock.now(), "wake", "recovery" if (
+                        state.history or state.attempts or state.wakeups) else "start")
+                    self._arm_timeout(state)
+            else:
+                if state.fn.__code__ is not fn.__code__:
+                    switched.append(state.run_id)
+                state.fn = fn
+        return switched
 
     def _plan(self, faults) -> FaultPlan | None:
         if faults is None or isinstance(faults, FaultPlan):
@@ -350,7 +446,8 @@ class Engine(Activities):
             return FaultPlan(list(faults))
         return FaultPlan.from_json(faults)
 
-    def _start(self, workflow, input_json, run_id, plan, seed, parent, options_json) -> str:
+    def _start(self, workflow, input_json, run_id, plan, seed, parent, options_json,
+               fn=None) -> str:
         if run_id in self._runs:
             raise DuplicateRunError(
                 f"A run with id {run_id!r} already exists (it is "
@@ -358,8 +455,9 @@ class Engine(Activities):
                 f"a fresh one.", run_id=run_id)
         state = RunState(run_id, workflow, input_json, seed,
                          plan.to_json() if plan else None, options_json, parent, "running",
-                         None, None, self.clock.now(), None, fn=self._resolve(workflow),
-                         faults=plan)
+                         None, None, self.clock.now(), None, fn=fn, faults=plan)
+        if fn is not None and _current_definition(workflow) is None:
+            self._run_fns[run_id] = fn   # a closure: recover this run with this very one
         self.store.insert("runs", state.row())
         self._runs[run_id] = state
         self._schedule(state, self.clock.now(), "wake", "start")
@@ -397,8 +495,11 @@ class Engine(Activities):
         for row in running:
             self._runs[row[0]] = self._state_from_row(row)
         self._fill(loaded)
+        unknown: dict[str, list[str]] = {}
         for row in running:
             state = self._runs[row[0]]
+            if state.fn is None:
+                unknown.setdefault(state.workflow, []).append(state.run_id)
             if state.budget is not None:
                 for event in state.history:
                     if event.kind == h.ACTIVITY:
@@ -407,6 +508,8 @@ class Engine(Activities):
                 began = state.history or state.attempts or state.wakeups
                 self._schedule(state, self.clock.now(), "wake", "recovery" if began else "start")
                 self._arm_timeout(state)
+        if opening and unknown:
+            warnings.warn(unknown_workflows(self.path, unknown), stacklevel=3)
 
     def _load_ended(self, state: RunState) -> None:
         state.history = []
@@ -433,7 +536,7 @@ class Engine(Activities):
         return RunState(run_id, workflow, input_json, seed, faults_json, options_json, parent,
                         status,
                         result_json, error_from_json(json.loads(error_json)) if error_json else None,
-                        started_at, ended_at, fn=self._resolve(workflow),
+                        started_at, ended_at, fn=self._resolve(workflow, run_id),
                         faults=self._plan_from_json(faults_json) if faults_json else None)
 
     def _plan_from_json(self, text: str) -> FaultPlan:
@@ -463,8 +566,7 @@ class Engine(Activities):
 
     def _check_open(self) -> None:
         if self._closed:
-            raise RuntimeError("This Engine is closed; open a new Engine on the same path "
-                               "to carry on with its runs.")
+            raise engine_closed(self.path, self._superseded)
 
     # --- the scheduler -------------------------------------------------------------------
     def _schedule(self, state: RunState, due_at: float, action: str, arg=None,
@@ -612,7 +714,7 @@ class Engine(Activities):
         if state.run_id in self._worlds:
             self._worlds[next_id] = self._worlds[state.run_id]
         self._start(state.workflow, input_json, next_id, state.faults, state.seed, state.run_id,
-                    state.options_json)
+                    state.options_json, fn=state.fn)
 
     def _end(self, state: RunState, status: str, result_json=None, error=None) -> None:
         state.status, state.result_json, state.error = status, result_json, error

@@ -193,6 +193,100 @@ def policy_error(where: str, key: str | None, problem: str) -> PolicyError:
     return PolicyError(f"{where}: {problem}. See help(dl.RetryPolicy).", where=where, key=key)
 
 
+class UsageError(DurableLabError):
+    """A call to durablelab was given something it cannot use. Each concrete error is also
+    a `ValueError` (`BadValue`) or a `TypeError` (`BadType`), so code that catches the
+    built-in keeps working."""
+
+    fields = ("call", "argument")
+
+
+class BadValue(UsageError, ValueError):
+    """An argument of the right type with a value durablelab refuses (a NaN time, a
+    negative latency, an unknown mode)."""
+
+
+class BadType(UsageError, TypeError):
+    """An argument of the wrong type (a string where seconds go, a partial as a workflow)."""
+
+
+class EngineClosedError(DurableLabError, RuntimeError):
+    """The engine was closed, or superseded by a newer engine on the same file."""
+
+    fields = ("path", "superseded")
+
+
+class DurableLabWarning(UserWarning):
+    """Base of durablelab's warnings."""
+
+
+class UnknownWorkflowWarning(DurableLabWarning):
+    """An engine opened a store whose unfinished runs name workflows nobody registered
+    in this process: they are left as recorded and not run."""
+
+
+class WorkflowRedefinedWarning(DurableLabWarning):
+    """A registered workflow was given a new definition while runs of it are in flight."""
+
+
+def bad_value(call: str, argument: str, message: str) -> BadValue:
+    return BadValue(f"{call}: {message}", call=call, argument=argument)
+
+
+def bad_type(call: str, argument: str, message: str) -> BadType:
+    return BadType(f"{call}: {message}", call=call, argument=argument)
+
+
+def not_a_workflow(fn) -> BadType:
+    kind = type(fn).__name__
+    return bad_type("workflow", "workflow", (
+        f"{fn!r} (a {kind}) is not a workflow function. History records a workflow as "
+        f"'module:qualname' to find it again, so a workflow is a function defined with def "
+        f"(or a lambda) taking (ctx, input); a functools.partial or a callable object has "
+        f"no such name. Wrap it: def my_flow(ctx, input): return inner(ctx, input, ...)."))
+
+
+def engine_closed(path, superseded: bool) -> EngineClosedError:
+    where = path or "in memory"
+    if superseded:
+        message = (f"This Engine ({where}) was superseded: a newer dl.Engine opened the same "
+                   f"file in this process and took it over (this one committed what it held "
+                   f"and closed, so two engines never run the same runs). Use the newer "
+                   f"engine.")
+    else:
+        message = (f"This Engine ({where}) is closed; open a new dl.Engine on the same path "
+                   f"to carry on with its runs.")
+    return EngineClosedError(message, path=path, superseded=superseded)
+
+
+def unknown_workflows(path, unknown: dict[str, list[str]]) -> UnknownWorkflowWarning:
+    """The warning an engine gives when it opens a store with runs it may not run."""
+    lines = []
+    for name, run_ids in sorted(unknown.items()):
+        shown = ", ".join(repr(r) for r in run_ids[:3])
+        more = f" and {len(run_ids) - 3} more" if len(run_ids) > 3 else ""
+        lines.append(f"  {name}: {len(run_ids)} run(s) ({shown}{more})")
+    first = sorted(unknown)[0].rpartition(":")[2].rpartition(".")[2]
+    return UnknownWorkflowWarning(
+        f"{path or 'The in-memory store'} has unfinished runs of workflows this process has "
+        f"not registered, so this engine leaves them as recorded (not run, not scheduled):\n"
+        + "\n".join(lines) + "\n"
+        f"A store is data: durablelab runs only workflows you register. To resume them, "
+        f"import the code and open the engine with workflows=[...], for example "
+        f"dl.Engine({str(path)!r}, workflows=[{first}]), or decorate the function with "
+        f"@dl.workflow before opening.")
+
+
+def workflow_redefined(name: str, run_ids: list[str]) -> WorkflowRedefinedWarning:
+    shown = ", ".join(repr(r) for r in run_ids[:3])
+    more = f" and {len(run_ids) - 3} more" if len(run_ids) > 3 else ""
+    return WorkflowRedefinedWarning(
+        f"Workflow {name} was redefined while {len(run_ids)} run(s) of it are in flight "
+        f"({shown}{more}): from their next wake-up they replay against the new code. If the "
+        f"change adds, removes or reorders steps, guard it with `if ctx.patched(\"my-change\"):` "
+        f"or those runs will stop with a NonDeterminismError.")
+
+
 def history_gap(path, run_id: str, position: int, expected: int) -> StoreFormatError:
     """A stored history whose positions do not run 1, 2, 3, ...: the table has no primary
     key (it would cost a sixth of a sync step), so a duplicate is caught here, on load."""

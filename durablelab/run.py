@@ -51,6 +51,9 @@ class Run:
     source: str = "durablelab"
     #: caveats a view must show rather than guess around (e.g. what a source does not record).
     notes: tuple = ()
+    #: whether this process has registered the run's workflow (an engine runs only those);
+    #: None when no engine is behind the view (an export, an imported history).
+    workflow_registered: bool | None = None
 
     def timeline(self, **options):
         """A matplotlib Figure of this run over virtual time: attempts by outcome, backoffs,
@@ -97,7 +100,8 @@ class Run:
             error=state.error, seed=state.seed, started_at=state.started_at,
             ended_at=state.ended_at, parent_run_id=state.parent_run_id, history=history,
             attempts=attempts, wakeups=wakeups,
-            crashes=pd.DataFrame(crash_rows, columns=CRASH_COLUMNS))
+            crashes=pd.DataFrame(crash_rows, columns=CRASH_COLUMNS),
+            workflow_registered=state.fn is not None)
 
     def __repr__(self) -> str:
         outcome = (f"result={self.result!r}" if self.status == "completed"

@@ -22,7 +22,8 @@ def test_public_names_are_pinned():
         "FaultPlan", "faults", "viz", "sim", "structured", "ask_structured",
         "diagnose", "Diagnosis", "load_temporal", "decode_payloads", "TemporalHistoryError",
         "TemporalRunEnded", "export", "load", "compare", "ExportFormatError",
-        "PolicyError"])
+        "PolicyError",
+        "workflow", "UnknownWorkflowWarning", "WorkflowRedefinedWarning"])
 
 
 def test_every_public_callable_has_a_docstring():

@@ -100,14 +100,33 @@ def test_batch_mode_keeps_what_earlier_wake_ups_committed():
     assert len(payments.calls) == 2                            # charge_1 never re-ran
 
 
+WORKER = """
+import sys, time
+sys.path.insert(0, sys.argv[2])
+import durablelab as dl
+import test_durability as t
+engine = dl.Engine(sys.argv[1], durability="exit")
+engine.start(t.three_charges, None, run_id="r")
+engine.run_until_idle()
+print(engine.run("r").status, len(engine.run("r").history), flush=True)
+time.sleep(120)
+"""
+
+
 def test_a_new_engine_on_the_file_sees_only_committed_work(db_path):
-    engine = dl.Engine(db_path, durability="exit")
-    run_id = engine.start(three_charges, None, run_id="r")
-    engine.run_until_idle()
-    engine.store.close()          # the process dies without a clean close()
-    engine._closed = True
+    import os, signal, subprocess, sys
+    worker = subprocess.Popen([sys.executable, "-c", WORKER, db_path, os.path.dirname(__file__)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert worker.stdout.readline().split() == ["waiting", "4"]   # 4 events, uncommitted
+    finally:
+        os.kill(worker.pid, signal.SIGKILL)                            # no clean close()
+        worker.wait()
+    assert three_charges.__module__ == "test_durability"
     reopened = dl.Engine(db_path, workflows=[three_charges])
-    assert reopened.run(run_id).history.empty and reopened.run(run_id).status == "running"
+    assert reopened.run("r").history.empty and reopened.run("r").status == "running"
+    reopened.run_until_idle()                       # exit mode: the run starts over
+    assert len(reopened.run("r").history) == 4
     reopened.close()
 
 

@@ -5,7 +5,7 @@ import pytest
 
 import durablelab as dl
 
-NEW_CODE = {"insert_step": False, "argument": "v-42", "drop_tail": False}
+NEW_CODE = {"insert_step": False, "argument": "v-42", "drop_tail": False, "patch": False}
 executions = []
 
 
@@ -34,7 +34,7 @@ def deployed(ctx, _):
 
 @pytest.fixture(autouse=True)
 def old_code():
-    NEW_CODE.update(insert_step=False, argument="v-42", drop_tail=False)
+    NEW_CODE.update(insert_step=False, argument="v-42", drop_tail=False, patch=False)
     executions.clear()
 
 
@@ -102,19 +102,17 @@ def test_code_that_finishes_before_history_does_diverges(engine):
     engine.run_until_idle()
     assert engine.run(run_id).status == "completed"
     # A completed run is not replayed; so check a run waiting at the end instead.
-    def short(ctx, _):
+    def shrinking(ctx, _):
         ctx.activity("fetch", fetch, "v-42")
-        return "short"
-    def long(ctx, _):
-        ctx.activity("fetch", fetch, "v-42")
+        if NEW_CODE["drop_tail"]:
+            return "short"
         ctx.activity("screen", screen, 1)
         ctx.wait_signal("go")
         return "long"
-    short.__qualname__ = long.__qualname__ = "shrinking"
-    rid = engine.start(long, None, run_id="r-2")
+    rid = engine.start(shrinking, None, run_id="r-2")
     engine.run_until_idle()
     assert engine.run(rid).status == "waiting"
-    engine._workflows[long.__module__ + ":shrinking"] = short   # deploy the shorter code
+    NEW_CODE["drop_tail"] = True                                 # deploy the shorter code
     engine.crash()
     engine.run_until_idle()
     err = engine.run(rid).error
@@ -162,14 +160,16 @@ def test_swallowed_divergence_still_diverges(engine):
 def test_patched_keeps_old_runs_on_the_old_path(engine):
     def versioned(ctx, _):
         ctx.activity("fetch", fetch, "v-42")
-        if ctx.patched("add-audit"):
+        if NEW_CODE["patch"] and ctx.patched("add-audit"):
             ctx.activity("audit", audit)
         ctx.activity("screen", screen, 1)
         ctx.sleep(60)
+        if not NEW_CODE["patch"]:
+            return "before the change"
         return "patched" if ctx.patched("add-audit") else "old"
-    versioned.__qualname__ = deployed.__qualname__
-    old = start_and_wait(engine)                        # recorded by the old code
-    engine._workflows[deployed.__module__ + ":" + deployed.__qualname__] = versioned
+    old = engine.start(versioned, None, run_id="r-1")   # recorded by the old code
+    engine.advance(1)
+    NEW_CODE["patch"] = True                            # deploy the change
     engine.crash()
     new = engine.start(versioned, None, run_id="r-new")
     engine.run_until_idle()
