@@ -35,6 +35,7 @@ from .compare import compare
 from .export import ExportFormatError, export, load
 from .run import Run
 from .structured import ask_structured, structured
+from .backends.dbos_import import from_dbos
 from .temporal import TemporalHistoryError, TemporalRunEnded, decode_payloads, load_temporal
 
 __version__ = "0.1.0"
@@ -50,5 +51,5 @@ __all__ = [
     "diagnose", "Diagnosis", "load_temporal", "decode_payloads", "TemporalHistoryError",
     "TemporalRunEnded", "export", "load", "compare", "ExportFormatError",
     "PolicyError",
-    "workflow", "UnknownWorkflowWarning", "WorkflowRedefinedWarning",
+    "workflow", "UnknownWorkflowWarning", "WorkflowRedefinedWarning", "from_dbos",
 ]

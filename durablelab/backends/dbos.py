@@ -1,0 +1,391 @@
+"""Graduating a workflow: the same ``fn(ctx, input)`` on DBOS Transact.
+
+durablelab's engine teaches replay on one process and one DuckDB file. DBOS Transact is a
+production engine built on the same idea (a workflow re-executes, its steps' outputs come
+back from a database), over SQLite or PostgreSQL. `DBOSRunner` runs durablelab workflow code
+on it unchanged: every ``ctx`` call becomes DBOS operations.
+
+What DBOS does by itself, and what this runner adds so the lessons still hold:
+
+- ``ctx.activity``: each *attempt* is one DBOS step that records the attempt's outcome as
+  JSON, with the activity's name and argument digest. DBOS checks only the step's function
+  name on replay, so a changed argument would go unnoticed; the runner compares the digest
+  and raises `NonDeterminismError`. DBOS's own step retries sleep in memory and restart
+  their count after a crash; here each backoff is a durable ``DBOS.sleep`` between attempt
+  steps, so a crash during a 15-minute backoff resumes the wait.
+- ``ctx.now/random/uuid`` are recorded steps; ``ctx.sleep`` is ``DBOS.sleep``;
+  ``ctx.wait_signal`` is ``DBOS.recv`` with its timeout; `signal` is ``DBOS.send`` with
+  the signal id as its idempotency key (a double click is recorded once);
+  ``ctx.patched`` is ``DBOS.patch``.
+- Only DBOS's portable JSON serializer is used (its default pickles), and the
+  `application_version` is set explicitly: DBOS's default is a hash of the code, so a
+  process with other code would silently recover nothing.
+- The idempotency key is ``"{run_id}:{position}"``, positions counted as the durablelab
+  engine counts them, so a service sees the same keys on both engines.
+
+A process recovers the runs DBOS's ``"local"`` executor left unfinished when the runner
+launches (DBOS does this on ``launch``), and `recover()` asks again, or for other executors'
+runs once you know those executors are dead (recovering a live one's runs runs them twice).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import random as _random
+import sys
+import time
+import uuid as _uuid
+from typing import Any, Callable
+
+from .. import history as h
+from ..activities import accepts
+from ..context import DEFAULT_POLICY, Saga
+from ..draws import Draws
+from ..errors import (ActivityFailed, DuplicateRunError, DurableLabError, ModelOutputError,
+                      NonRetryable, RunFinishedError, RunNotFoundError, activity_failed,
+                      error_from_json, non_determinism, workflow_error)
+from ..retry import RetryPolicy, classify, next_delay
+
+try:
+    from dbos import DBOS, SetWorkflowID
+    from dbos._serialization import DBOSPortableJSON
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        "durablelab.backends.dbos needs DBOS Transact: pip install 'durablelab[dbos]'") from exc
+
+#: the one DBOS workflow every durablelab run executes as; its inputs name the real one.
+DBOS_WORKFLOW = "durablelab.run"
+#: the DBOS step name of one activity attempt, and of a recorded now/random/uuid.
+ATTEMPT_STEP = "durablelab.attempt"
+VALUE_STEP = "durablelab.value"
+#: a wait without deadline: DBOS.recv needs a number.
+FOREVER = 10 * 365 * 86400.0
+FINAL = {"SUCCESS": "completed", "ERROR": "failed", "CANCELLED": "failed",
+         "MAX_RECOVERY_ATTEMPTS_EXCEEDED": "failed"}
+
+_open: "DBOSRunner | None" = None
+
+
+class RunnerOpenError(DurableLabError, RuntimeError):
+    """A second `DBOSRunner` in a process that already has one open (DBOS is one instance
+    per process: a second configuration would silently be ignored)."""
+
+    fields = ("url",)
+
+
+class UnknownWorkflowError(DurableLabError, LookupError):
+    """A run names a workflow this process did not register with the runner."""
+
+    fields = ("run_id", "workflow")
+
+
+# --- the DBOS side: one workflow, two kinds of step ----------------------------------------
+
+@DBOS.step(name=ATTEMPT_STEP)
+def _attempt_step(ctx: "DBOSContext", call: dict) -> dict:
+    """One attempt of an activity; the outcome, not an exception, is what DBOS records."""
+    ctx._fresh = True
+    kwargs = dict(call["kwargs"])
+    takes_key, takes_feedback = accepts(call["fn"])
+    if takes_key:
+        kwargs["idempotency_key"] = call["key"]
+    if takes_feedback and call["feedback"] is not None:
+        kwargs["feedback"] = call["feedback"]
+    outcome = {"activity": call["name"], "digest": call["digest"],
+               "position": call["position"], "attempt": call["attempt"],
+               "delay_before": call["delay_before"], "started_at": time.time()}
+    try:
+        value = call["fn"](*call["args"], **kwargs)
+        outcome.update(ok=True, value=json.loads(h.to_json(
+            value, f"the result of activity {call['name']!r}", f"position {call['position']}")))
+    except Exception as exc:  # every failure is data: the workflow decides about retries
+        error = exc if isinstance(exc, DurableLabError) and not isinstance(exc, ActivityFailed) \
+            else classify(exc)
+        outcome.update(ok=False, error=error.to_json())
+    outcome["ended_at"] = time.time()
+    return outcome
+
+
+@DBOS.step(name=VALUE_STEP)
+def _value_step(ctx: "DBOSContext", kind: str) -> Any:
+    ctx._fresh = True
+    value = time.time() if kind == "now" else _random.random() if kind == "random" \
+        else str(_uuid.uuid4())
+    return {"kind": kind, "value": value}
+
+
+@DBOS.workflow(name=DBOS_WORKFLOW)
+def _dbos_run(workflow: str, input: Any) -> Any:
+    run_id = DBOS.workflow_id
+    try:
+        fn = _open._workflows.get(workflow) if _open is not None else None
+        if fn is None:
+            raise UnknownWorkflowError(
+                f"Run {run_id!r} names workflow {workflow!r}, which this process did not "
+                f"register; nothing ran. Pass it to DBOSRunner(..., workflows=[...]).",
+                run_id=run_id, workflow=workflow)
+        try:
+            return fn(DBOSContext(run_id, workflow, _open), input)
+        except DurableLabError:
+            raise
+        except Exception as exc:
+            raise workflow_error(run_id, workflow, exc, None) from exc
+    except DurableLabError as exc:
+        exc.data = exc.to_json()   # DBOS's portable error keeps `.data`: the fields survive
+        raise
+
+
+# --- what workflow code touches --------------------------------------------------------------
+
+class DBOSContext:
+    """The ``ctx`` of a run on DBOS: the same methods as `durablelab.Context`."""
+
+    world = None
+
+    def __init__(self, run_id: str, workflow: str, runner: "DBOSRunner"):
+        self.run_id, self.workflow, self._runner = run_id, workflow, runner
+        self._position = 0
+        self._fresh = runner._recorded_steps(run_id) == 0
+
+    @property
+    def is_replaying(self) -> bool:
+        """True until this execution runs a step body itself (DBOS hands back the rest)."""
+        return not self._fresh
+
+    def log(self, *parts: Any) -> None:
+        if not self.is_replaying:
+            print(f"[{self.run_id}]", *parts)
+
+    def _next(self, events: int = 1) -> int:
+        self._position += events
+        return self._position - events + 1
+
+    def activity(self, name: str, fn: Callable, *args, policy: RetryPolicy | None = None,
+                 start_to_close: float | None = None, schedule_to_close: float | None = None,
+                 heartbeat: float | None = None, **kwargs) -> Any:
+        """Run an activity with retries, each attempt a DBOS step; see `Context.activity`."""
+        if not isinstance(name, str):
+            raise TypeError(f"ctx.activity's name must be a string; got {name!r}")
+        frame = sys._getframe(1)
+        position = self._next()
+        text = h.canonical(args, kwargs, "ctx.activity", frame, name)
+        digest = h.digest_of(text)
+        policy = policy or DEFAULT_POLICY
+        call = {"name": name, "fn": fn, "args": args, "kwargs": kwargs, "digest": digest,
+                "position": position, "key": f"{self.run_id}:{position}", "feedback": None}
+        attempt, malformed, delay = 1, 0, None
+        draws = Draws(f"dbos:{self.run_id}:{position}")
+        while True:
+            outcome = _attempt_step(self, {**call, "attempt": attempt, "delay_before": delay})
+            if outcome["activity"] != name or outcome["digest"] != digest:
+                reason = "different_call" if outcome["activity"] != name else "different_arguments"
+                raise non_determinism(
+                    self.run_id, self.workflow, position,
+                    {"kind": "activity", "name": outcome["activity"], "digest": outcome["digest"]},
+                    {"kind": "activity", "name": name, "digest": digest},
+                    h.site(frame), reason)
+            if outcome["ok"]:
+                return outcome["value"]
+            error = error_from_json(outcome["error"])
+            if isinstance(error, ModelOutputError):
+                malformed += 1
+                retry, why = malformed <= policy.model_output_budget, \
+                    f"its model-output budget ({policy.model_output_budget} retries) is spent"
+                call["feedback"] = error.message
+            elif isinstance(error, NonRetryable) or policy.is_non_retryable(error):
+                retry, why = False, "its error is not retryable"
+            else:
+                retry = policy.max_attempts is None or attempt - malformed < policy.max_attempts
+                why = f"its {policy.max_attempts} attempts are spent"
+            if not retry:
+                raise activity_failed(self.run_id, name, position, attempt, error, why)
+            delay = 0.0
+            if not isinstance(error, ModelOutputError):
+                delay = next_delay(policy, attempt - malformed, error, draws)
+                DBOS.sleep(delay)
+            attempt += 1
+
+    def now(self) -> float:
+        """Wall-clock seconds since the epoch, recorded once (a DBOS step)."""
+        self._next()
+        return _value_step(self, "now")["value"]
+
+    def random(self) -> float:
+        """A float in [0, 1), recorded once (a DBOS step)."""
+        self._next()
+        return _value_step(self, "random")["value"]
+
+    def uuid(self) -> str:
+        """A UUID4 string, recorded once (a DBOS step)."""
+        self._next()
+        return _value_step(self, "uuid")["value"]
+
+    def sleep(self, seconds: float) -> None:
+        """A durable timer: ``DBOS.sleep`` records when it ends, so a recovery waits only
+        for what is left."""
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0:
+            raise ValueError(f"ctx.sleep({seconds!r}): seconds must be a number >= 0")
+        self._next(2)
+        DBOS.sleep(float(seconds))
+
+    def wait_signal(self, name: str, deadline: float | None = None,
+                    timeout: float | None = None) -> Any:
+        """The next signal called `name`, or None once `deadline` (wall-clock seconds, as
+        ``ctx.now()`` gives) or `timeout` (seconds) passes: ``DBOS.recv``."""
+        if deadline is not None and timeout is not None:
+            raise ValueError("ctx.wait_signal takes deadline= or timeout=, not both")
+        if deadline is not None:
+            # Only the first execution uses this: DBOS.recv records its own deadline, so a
+            # replay or a recovery gets the recorded answer or waits for what is left.
+            timeout = max(0.0, deadline - time.time())
+        self._next(2)
+        return DBOS.recv(name, timeout_seconds=FOREVER if timeout is None else float(timeout))
+
+    def patched(self, change_id: str) -> bool:
+        """Versioning marker: False for runs recorded before the change (``DBOS.patch``)."""
+        taken = DBOS.patch(change_id)
+        if taken:
+            self._next()
+        return taken
+
+    def saga(self) -> Saga:
+        """Compensations run in reverse as recorded activities; see `Context.saga`."""
+        return Saga(self)
+
+    def continue_as_new(self, input: Any) -> None:
+        raise DurableLabError(
+            f"ctx.continue_as_new in run {self.run_id!r}: DBOSRunner does not support it. "
+            f"Start a new run with runner.start(...) from a last activity, or keep the "
+            f"workflow on durablelab's Engine.")
+
+
+# --- the runner ------------------------------------------------------------------------------
+
+def _name(fn: Callable) -> str:
+    if not callable(fn) or isinstance(fn, functools.partial) or not hasattr(fn, "__qualname__"):
+        raise TypeError(f"a workflow is a function fn(ctx, input) defined with def; got {fn!r}")
+    return f"{fn.__module__}:{fn.__qualname__}"
+
+
+class DBOSRunner:
+    """Runs durablelab workflows on DBOS Transact; one open runner per process.
+
+    `url`: ``"sqlite:///path.sqlite"`` or ``"postgresql+psycopg://user@host:port/db"``.
+    `application_version`: the version DBOS stamps on runs; a process recovers only runs of
+    its own version, so keep it across deploys that must pick up in-flight runs (default
+    ``"durablelab"``). `workflows`: the workflow functions this process may run.
+    """
+
+    def __init__(self, url: str, app_name: str = "durablelab",
+                 application_version: str | None = None, workflows=()):
+        global _open
+        if not isinstance(url, str) or not url.startswith(("sqlite:///", "postgresql")):
+            raise ValueError(f"DBOSRunner(url={url!r}): give 'sqlite:///file.sqlite' or "
+                             f"'postgresql+psycopg://user@host:port/database'")
+        if _open is not None:
+            raise RunnerOpenError(
+                f"A DBOSRunner on {_open.url!r} is already open in this process; DBOS is one "
+                f"instance per process. Call close() on it first.", url=_open.url)
+        self.url = url
+        self._workflows: dict[str, Callable] = {}
+        for fn in workflows:
+            self.register(fn)
+        DBOS(config={"name": app_name, "system_database_url": url,
+                     "serializer": DBOSPortableJSON,
+                     "application_version": application_version or "durablelab",
+                     "log_level": "WARNING",
+                     "notification_listener_polling_interval_sec": 0.01})
+        _open = self
+        try:
+            DBOS.launch()
+        except BaseException:
+            self.close()
+            raise
+
+    def register(self, fn: Callable) -> str:
+        """Let this process run `fn`; returns the name runs record for it."""
+        name = _name(fn)
+        self._workflows[name] = fn
+        return name
+
+    def _recorded_steps(self, run_id: str) -> int:
+        from dbos._dbos import _get_dbos_instance
+        return len(_get_dbos_instance()._sys_db.list_workflow_steps(run_id, load_output=False))
+
+    def _status(self, run_id: str):
+        return DBOS.get_workflow_status(run_id)
+
+    def start(self, workflow: Callable, input: Any, run_id: str | None = None) -> str:
+        """Start a run of `workflow` on DBOS and return its id (DBOS's workflow id)."""
+        name = self.register(workflow)
+        h.to_json(input, "the workflow input", f"start({name})")
+        run_id = run_id or str(_uuid.uuid4())
+        if not isinstance(run_id, str):
+            raise TypeError(f"run_id must be a string; got {run_id!r}")
+        if self._status(run_id) is not None:
+            raise DuplicateRunError(
+                f"A run with id {run_id!r} already exists on {self.url}; pick another id "
+                f"or read that run with dl.from_dbos(url, {run_id!r}).", run_id=run_id)
+        with SetWorkflowID(run_id):
+            DBOS.start_workflow(_dbos_run, name, input)
+        return run_id
+
+    def signal(self, run_id: str, name: str, value: Any, signal_id: str | None = None) -> None:
+        """Send signal `name` to a run (``DBOS.send``); one `signal_id` is delivered once."""
+        if signal_id is not None and not isinstance(signal_id, str):
+            raise TypeError(f"signal_id must be a string; got {signal_id!r}")
+        status = self._status(run_id)
+        if status is None:
+            raise RunNotFoundError(f"No run {run_id!r} on {self.url}.", run_id=run_id)
+        if status.status in FINAL:
+            raise RunFinishedError(
+                f"Run {run_id!r} has ended ({FINAL[status.status]}); it takes no signals.",
+                run_id=run_id, status=FINAL[status.status])
+        h.to_json(value, f"the value of signal {name!r}", f"signal({run_id!r})")
+        DBOS.send(run_id, value, topic=name, idempotency_key=signal_id)
+
+    def result(self, run_id: str, timeout: float | None = None) -> Any:
+        """Wait for a run to end and return its result; raise the durablelab error it
+        failed with. `timeout`: seconds to wait (None: until it ends)."""
+        if self._status(run_id) is None:
+            raise RunNotFoundError(f"No run {run_id!r} on {self.url}.", run_id=run_id)
+        give_up = None if timeout is None else time.monotonic() + timeout
+        while True:
+            status = self._status(run_id)
+            if status.status in FINAL:
+                break
+            if give_up is not None and time.monotonic() > give_up:
+                raise TimeoutError(f"run {run_id!r} is still {status.status} after {timeout}s")
+            time.sleep(0.01)
+        try:
+            return DBOS.retrieve_workflow(run_id).get_result()
+        except Exception as exc:
+            data = getattr(exc, "data", None)
+            if isinstance(data, dict) and "class" in data:
+                raise error_from_json(data) from None
+            raise
+
+    def recover(self, executor_ids=None) -> list[str]:
+        """Recover unfinished runs of these DBOS executors (default ``["local"]``, this
+        machine's); returns their ids. Only recover executors you know are dead."""
+        handles = DBOS._recover_pending_workflows(list(executor_ids or ["local"]))
+        return [handle.workflow_id for handle in handles]
+
+    def run(self, run_id: str):
+        """The run as a `durablelab.Run`, read from DBOS's tables (`from_dbos`)."""
+        from .dbos_import import from_dbos
+        return from_dbos(self.url, run_id)
+
+    def close(self) -> None:
+        """Shut DBOS down in this process, so another runner may open."""
+        global _open
+        if _open is self:
+            DBOS.destroy(destroy_registry=False)
+            _open = None
+
+    def __enter__(self) -> "DBOSRunner":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

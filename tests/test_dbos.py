@@ -1,0 +1,326 @@
+"""The same workflow code on DBOS Transact: the engine's invariants that apply to it.
+
+Each test opens one `DBOSRunner` (DBOS is one instance per process) and closes it. Over
+SQLite always; over PostgreSQL with a throwaway server (tests/pg_server.py), skipped with a
+reason only where no PostgreSQL is installed, and never when DURABLELAB_REQUIRE_PG is set
+(CI sets it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("dbos", reason="the DBOS extra is not installed: pip install -e '.[dbos]'")
+
+import durablelab as dl  # noqa: E402
+from durablelab.backends.dbos import (DBOSRunner, RunnerOpenError,  # noqa: E402
+                                      UnknownWorkflowError)
+from durablelab.backends.dbos_import import DBOSReadError  # noqa: E402
+
+from dbos import DBOS  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+QUICK = dl.RetryPolicy(max_attempts=4, initial=0.01, backoff=2.0, jitter="none")
+
+
+# --- where the runs live --------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def postgres():
+    from pg_server import PostgresServer, find_bin
+    if find_bin() is None and not os.environ.get("DURABLELAB_REQUIRE_PG"):
+        pytest.skip("no PostgreSQL server installed here (initdb/pg_ctl not found)")
+    server = PostgresServer()
+    base = server.start()
+    yield base
+    server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def url(request, tmp_path):
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'dbos.sqlite'}"
+    base = request.getfixturevalue("postgres")
+    return f"{base}/t_{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def sqlite_url(tmp_path):
+    return f"sqlite:///{tmp_path / 'dbos.sqlite'}"
+
+
+@pytest.fixture
+def runner_on(request):
+    opened = []
+
+    def open_runner(url, **kwargs):
+        runner = DBOSRunner(url, **kwargs)
+        opened.append(runner)
+        return runner
+    yield open_runner
+    for runner in opened:
+        runner.close()
+
+
+# --- workflows --------------------------------------------------------------------------------
+
+CALLS: dict[str, int] = {}
+CHANGE = {"argument": 1}
+
+
+def count(name: str):
+    CALLS[name] = CALLS.get(name, 0) + 1
+
+
+def flaky(x: int, idempotency_key=None) -> dict:
+    count("flaky")
+    if CALLS["flaky"] < 3:
+        raise TimeoutError("the service took too long")
+    return {"x": x, "key": idempotency_key}
+
+
+def step(i: int) -> int:
+    count(f"step{i}")
+    return i * 10
+
+
+def reject(x: int) -> None:
+    count("reject")
+    raise PermissionError("card declined by the issuer")
+
+
+def retried(ctx, order):
+    return ctx.activity("flaky", flaky, order["x"], policy=QUICK)
+
+
+def three_steps(ctx, order):
+    a = ctx.activity("one", step, CHANGE["argument"])
+    b = ctx.activity("two", step, 2)
+    c = ctx.activity("three", step, 3)
+    return a + b + c
+
+
+def approval(ctx, order):
+    first = ctx.wait_signal("approve", timeout=5)
+    second = ctx.wait_signal("approve", timeout=0.3)
+    return {"first": first, "second": second}
+
+
+def declined(ctx, order):
+    return ctx.activity("reject", reject, 1, policy=QUICK)
+
+
+@pytest.fixture(autouse=True)
+def fresh_counts():
+    CALLS.clear()
+    CHANGE["argument"] = 1
+
+
+# --- tests --------------------------------------------------------------------------------------
+
+def test_each_attempt_is_recorded_and_each_backoff_is_durable(sqlite_url, runner_on):
+    runner = runner_on(sqlite_url, workflows=[retried])
+    run_id = runner.start(retried, {"x": 7}, run_id="r-1")
+    assert runner.result(run_id, timeout=30) == {"x": 7, "key": "r-1:1"}
+    run = runner.run(run_id)
+    assert run.source == "dbos" and run.status == "completed"
+    assert run.workflow == f"{__name__}:retried"
+    assert run.attempts["attempt"].tolist() == [1, 2, 3]
+    assert run.attempts["outcome"].tolist() == ["timeout", "timeout", "ok"]
+    # the backoffs the workflow chose (jitter="none": exactly 0.01 s, then 0.02 s)
+    assert run.attempts["delay"].tolist()[:2] == [0.01, 0.02]
+    assert run.history[["kind", "name", "ok"]].values.tolist() == [["activity", "flaky", True]]
+    assert CALLS["flaky"] == 3
+
+
+def test_a_signal_clicked_twice_is_delivered_once_and_a_deadline_gives_none(url, runner_on):
+    runner = runner_on(url, workflows=[approval])
+    run_id = runner.start(approval, {}, run_id="a-1")
+    runner.signal(run_id, "approve", {"approved": True}, signal_id="click-1")
+    runner.signal(run_id, "approve", {"approved": True}, signal_id="click-1")
+    assert runner.result(run_id, timeout=30) == {"first": {"approved": True}, "second": None}
+    kinds = runner.run(run_id).history[["kind", "name"]].values.tolist()
+    assert kinds == [["wait_signal", "approve"], ["signal_received", "approve"],
+                     ["wait_signal", ""], ["signal_timeout", ""]]
+
+
+def test_completed_steps_replay_without_running_again(sqlite_url, runner_on):
+    runner = runner_on(sqlite_url, workflows=[three_steps])
+    run_id = runner.start(three_steps, {}, run_id="s-1")
+    assert runner.result(run_id, timeout=30) == 60
+    forked = DBOS.fork_workflow(run_id, 3).workflow_id   # steps 1 and 2 are replayed
+    assert runner.result(forked, timeout=30) == 60
+    assert CALLS == {"step1": 1, "step2": 1, "step3": 2}
+
+
+def test_a_changed_argument_is_a_non_determinism_error_dbos_alone_would_miss(
+        sqlite_url, runner_on):
+    runner = runner_on(sqlite_url, workflows=[three_steps])
+    run_id = runner.start(three_steps, {}, run_id="n-1")
+    assert runner.result(run_id, timeout=30) == 60
+    CHANGE["argument"] = 99                    # a deploy changed what step one is asked
+    forked = DBOS.fork_workflow(run_id, 3).workflow_id
+    with pytest.raises(dl.NonDeterminismError) as caught:
+        runner.result(forked, timeout=30)
+    err = caught.value
+    assert (err.position, err.reason) == (1, "different_arguments")
+    assert err.recorded["name"] == err.requested["name"] == "one"
+    assert err.recorded["digest"] != err.requested["digest"]
+    assert "Non-determinism" in str(err)
+    assert CALLS == {"step1": 1, "step2": 1, "step3": 1}   # nothing ran on the new path
+
+
+def test_a_failure_for_good_comes_back_as_activity_failed(sqlite_url, runner_on):
+    runner = runner_on(sqlite_url, workflows=[declined])
+    run_id = runner.start(declined, {}, run_id="d-1")
+    with pytest.raises(dl.ActivityFailed) as caught:
+        runner.result(run_id, timeout=30)
+    assert (caught.value.activity, caught.value.position, caught.value.attempts) == \
+        ("reject", 1, 1)
+    assert caught.value.error_class == "NonRetryable"
+    assert CALLS == {"reject": 1}
+    run = runner.run(run_id)
+    assert run.status == "failed" and isinstance(run.error, dl.ActivityFailed)
+
+
+def test_only_registered_workflows_run(sqlite_url, runner_on, tmp_path):
+    from durablelab.backends.dbos import _dbos_run
+    from dbos import SetWorkflowID
+    runner = runner_on(sqlite_url, workflows=[retried])
+    target = tmp_path / "made-by-a-stranger"
+    with SetWorkflowID("evil"):        # a row naming a callable this process did not register
+        DBOS.start_workflow(_dbos_run, "os:makedirs", str(target))
+    with pytest.raises(dl.DurableLabError) as caught:
+        runner.result("evil", timeout=30)
+    assert "did not register" in str(caught.value)
+    assert not target.exists()
+
+
+def test_bad_calls_are_refused_clearly(sqlite_url, runner_on):
+    with pytest.raises(ValueError, match="sqlite:///"):
+        DBOSRunner("mysql://nope")
+    runner = runner_on(sqlite_url, workflows=[retried])
+    with pytest.raises(RunnerOpenError, match="already open"):
+        DBOSRunner(sqlite_url)
+    runner.start(retried, {"x": 1}, run_id="dup")
+    with pytest.raises(dl.DuplicateRunError, match="'dup' already exists"):
+        runner.start(retried, {"x": 1}, run_id="dup")
+    with pytest.raises(dl.RunNotFoundError):
+        runner.signal("nobody", "approve", True)
+    with pytest.raises(TypeError, match="signal_id"):
+        runner.signal("dup", "approve", True, signal_id=5)
+    with pytest.raises(dl.SerializationError):
+        runner.start(retried, {"x": object()}, run_id="bad-input")
+    runner.result("dup", timeout=30)
+    with pytest.raises(dl.RunFinishedError, match="has ended"):
+        runner.signal("dup", "approve", True)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_kill9_mid_run_then_another_process_finishes_each_effect_once(backend, request,
+                                                                     tmp_path):
+    if backend == "sqlite":
+        url = f"sqlite:///{tmp_path / 'dbos.sqlite'}"
+    else:
+        url = f"{request.getfixturevalue('postgres')}/k_{uuid.uuid4().hex[:12]}"
+    ledger_path = str(tmp_path / "ledger.sqlite")
+    worker = [sys.executable, str(HERE / "dbos_worker.py"), url, ledger_path, "k-1"]
+    env = {**os.environ, "PYTHONPATH": str(HERE.parent)}
+    first = subprocess.Popen([*worker, "start"], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+    effects = 0
+    give_up = time.monotonic() + 60
+    while effects < 5 and time.monotonic() < give_up and first.poll() is None:
+        time.sleep(0.05)
+        if Path(ledger_path).exists():
+            with sqlite3.connect(ledger_path, timeout=30) as con:
+                try:
+                    effects = con.execute("SELECT count(*) FROM effects").fetchone()[0]
+                except sqlite3.OperationalError:
+                    effects = 0
+    assert first.poll() is None, first.communicate()
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    with sqlite3.connect(ledger_path) as con:
+        before = con.execute("SELECT count(*) FROM effects").fetchone()[0]
+    assert 5 <= before < 20      # killed mid-run
+
+    second = subprocess.run([*worker, "recover"], env=env, capture_output=True, text=True,
+                            timeout=180)
+    assert second.returncode == 0, second.stderr
+    assert json.loads(second.stdout.strip().splitlines()[-1]) == {"order": "o-1",
+                                                                  "charged": 20}
+    with sqlite3.connect(ledger_path) as con:
+        keys = [k for (k,) in con.execute("SELECT key FROM effects ORDER BY step")]
+        calls = con.execute("SELECT count(*) FROM calls").fetchone()[0]
+    assert keys == [f"k-1:{i}" for i in range(1, 21)]     # each effect exactly once
+    assert 20 <= calls <= 21      # at most the one attempt in flight at the kill ran twice
+
+
+# --- reading DBOS's own tables ---------------------------------------------------------------
+
+@DBOS.step()
+def plain_reserve(sku: str) -> dict:
+    return {"sku": sku, "reserved": True}
+
+
+@DBOS.workflow()
+def plain_checkout(sku: str) -> dict:
+    reservation = plain_reserve(sku)
+    DBOS.sleep(0.01)
+    return {"done": reservation["reserved"]}
+
+
+def _plain_dbos(url: str, serializer) -> None:
+    config = {"name": "plain", "system_database_url": url, "application_version": "1",
+              "log_level": "WARNING"}
+    if serializer is not None:
+        config["serializer"] = serializer
+    DBOS(config=config)
+    DBOS.launch()
+    try:
+        from dbos import SetWorkflowID
+        with SetWorkflowID("plain-1"):
+            assert DBOS.start_workflow(plain_checkout, "sku-9").get_result() == {"done": True}
+    finally:
+        DBOS.destroy(destroy_registry=False)
+
+
+def test_from_dbos_reads_runs_of_plain_dbos_code(sqlite_url):
+    from dbos._serialization import DBOSPortableJSON
+    _plain_dbos(sqlite_url, DBOSPortableJSON)
+    run = dl.from_dbos(sqlite_url, "plain-1")
+    assert run.status == "completed" and run.result == {"done": True}
+    assert run.input == ["sku-9"]
+    assert run.history[["kind", "name"]].values.tolist() == [
+        ["activity", "plain_reserve"], ["sleep", "sleep"], ["timer_fired", "sleep"]]
+    assert any("does not record failed attempts" in note for note in run.notes)
+    assert dl.compare([run])["status"].tolist() == ["completed"]
+    assert run.timeline() is not None
+
+
+def test_from_dbos_refuses_pickled_rows(sqlite_url):
+    _plain_dbos(sqlite_url, None)        # DBOS's default serializer pickles
+    with pytest.raises(DBOSReadError, match="pickle"):
+        dl.from_dbos(sqlite_url, "plain-1")
+
+
+def test_from_dbos_names_a_missing_workflow_and_a_database_that_is_not_dbos(sqlite_url,
+                                                                          tmp_path):
+    _plain_dbos(sqlite_url, None)
+    with pytest.raises(DBOSReadError, match="no such workflow"):
+        dl.from_dbos(sqlite_url, "nobody")
+    other = tmp_path / "other.sqlite"
+    sqlite3.connect(other).execute("CREATE TABLE t (x)")
+    with pytest.raises(DBOSReadError, match="cannot read DBOS's tables"):
+        dl.from_dbos(f"sqlite:///{other}", "plain-1")
