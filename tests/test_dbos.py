@@ -158,7 +158,7 @@ def test_completed_steps_replay_without_running_again(sqlite_url, runner_on):
     runner = runner_on(sqlite_url, workflows=[three_steps])
     run_id = runner.start(three_steps, {}, run_id="s-1")
     assert runner.result(run_id, timeout=30) == 60
-    forked = DBOS.fork_workflow(run_id, 3).workflow_id   # steps 1 and 2 are replayed
+    forked = runner.fork(run_id, 3)   # steps 1 and 2 are replayed
     assert runner.result(forked, timeout=30) == 60
     assert CALLS == {"step1": 1, "step2": 1, "step3": 2}
 
@@ -169,7 +169,7 @@ def test_a_changed_argument_is_a_non_determinism_error_dbos_alone_would_miss(
     run_id = runner.start(three_steps, {}, run_id="n-1")
     assert runner.result(run_id, timeout=30) == 60
     CHANGE["argument"] = 99                    # a deploy changed what step one is asked
-    forked = DBOS.fork_workflow(run_id, 3).workflow_id
+    forked = runner.fork(run_id, 3)
     with pytest.raises(dl.NonDeterminismError) as caught:
         runner.result(forked, timeout=30)
     err = caught.value

@@ -30,12 +30,15 @@ runs once you know those executors are dead (recovering a live one's runs runs t
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
+import logging
 import random as _random
 import sys
 import time
 import uuid as _uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 from .. import history as h
@@ -65,6 +68,18 @@ FINAL = {"SUCCESS": "completed", "ERROR": "failed", "CANCELLED": "failed",
          "MAX_RECOVERY_ATTEMPTS_EXCEEDED": "failed"}
 
 _open: "DBOSRunner | None" = None
+
+
+class _RunnerErrors(logging.Filter):
+    """Drop DBOS's log of a run that failed with a durablelab error: `result()` raises that
+    error itself, with its own words; DBOS would print it again as a traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, DurableLabError)
+
+
+logging.getLogger("dbos").addFilter(_RunnerErrors())
 
 
 class RunnerOpenError(DurableLabError, RuntimeError):
@@ -262,6 +277,24 @@ class DBOSContext:
 
 # --- the runner ------------------------------------------------------------------------------
 
+_thread = None
+
+
+def _outside_event_loop(method):
+    """DBOS's blocking calls refuse to run in a thread with an event loop running, and a
+    Jupyter kernel has one: there the call is made from a helper thread instead."""
+    @functools.wraps(method)
+    def call(*args, **kwargs):
+        global _thread
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return method(*args, **kwargs)
+        if _thread is None:
+            _thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="durablelab-dbos")
+        return _thread.submit(method, *args, **kwargs).result()
+    return call
+
 def _name(fn: Callable) -> str:
     if not callable(fn) or isinstance(fn, functools.partial) or not hasattr(fn, "__qualname__"):
         raise TypeError(f"a workflow is a function fn(ctx, input) defined with def; got {fn!r}")
@@ -277,6 +310,7 @@ class DBOSRunner:
     ``"durablelab"``). `workflows`: the workflow functions this process may run.
     """
 
+    @_outside_event_loop
     def __init__(self, url: str, app_name: str = "durablelab",
                  application_version: str | None = None, workflows=()):
         global _open
@@ -316,6 +350,7 @@ class DBOSRunner:
     def _status(self, run_id: str):
         return DBOS.get_workflow_status(run_id)
 
+    @_outside_event_loop
     def start(self, workflow: Callable, input: Any, run_id: str | None = None) -> str:
         """Start a run of `workflow` on DBOS and return its id (DBOS's workflow id)."""
         name = self.register(workflow)
@@ -331,6 +366,7 @@ class DBOSRunner:
             DBOS.start_workflow(_dbos_run, name, input)
         return run_id
 
+    @_outside_event_loop
     def signal(self, run_id: str, name: str, value: Any, signal_id: str | None = None) -> None:
         """Send signal `name` to a run (``DBOS.send``); one `signal_id` is delivered once."""
         if signal_id is not None and not isinstance(signal_id, str):
@@ -345,6 +381,7 @@ class DBOSRunner:
         h.to_json(value, f"the value of signal {name!r}", f"signal({run_id!r})")
         DBOS.send(run_id, value, topic=name, idempotency_key=signal_id)
 
+    @_outside_event_loop
     def result(self, run_id: str, timeout: float | None = None) -> Any:
         """Wait for a run to end and return its result; raise the durablelab error it
         failed with. `timeout`: seconds to wait (None: until it ends)."""
@@ -366,17 +403,26 @@ class DBOSRunner:
                 raise error_from_json(data) from None
             raise
 
+    @_outside_event_loop
     def recover(self, executor_ids=None) -> list[str]:
         """Recover unfinished runs of these DBOS executors (default ``["local"]``, this
         machine's); returns their ids. Only recover executors you know are dead."""
         handles = DBOS._recover_pending_workflows(list(executor_ids or ["local"]))
         return [handle.workflow_id for handle in handles]
 
+    @_outside_event_loop
+    def fork(self, run_id: str, start_step: int) -> str:
+        """Re-execute a run from DBOS step `start_step` (DBOS's ``fork_workflow``): the
+        steps before it are replayed from their records, later ones run fresh. Returns the
+        new run's id."""
+        return DBOS.fork_workflow(run_id, start_step).workflow_id
+
     def run(self, run_id: str):
         """The run as a `durablelab.Run`, read from DBOS's tables (`from_dbos`)."""
         from .dbos_import import from_dbos
         return from_dbos(self.url, run_id)
 
+    @_outside_event_loop
     def close(self) -> None:
         """Shut DBOS down in this process, so another runner may open."""
         global _open

@@ -96,9 +96,22 @@ def _json(url, workflow_id, text, serialization, where) -> Any:
         raise _fail(url, workflow_id, "row", f"{where} is not JSON: {text[:60]!r}") from None
 
 
+def dbos_steps(url: str, workflow_id: str) -> pd.DataFrame:
+    """DBOS's own record of a workflow's operations (``operation_outputs``), one row per
+    step, sleep, recv or patch: what DBOS itself keeps, before `from_dbos` reads it."""
+    status, _, _, steps, _ = _rows(url, workflow_id)
+    created = status["created_at"]
+    return pd.DataFrame(
+        [(s["function_id"], s["function_name"],
+          (s["completed_at_epoch_ms"] - created) / 1000.0,
+          _json(url, workflow_id, s["output"], s.get("serialization"),
+                f"step {s['function_id']}")) for s in steps],
+        columns=["function_id", "function_name", "completed_at", "output"])
+
+
 def from_dbos(url: str, workflow_id: str) -> Run:
     """One DBOS workflow as a `Run`: history from its step outputs, attempts from the
-    runner's attempt steps (or one per plain step), times in seconds since it was created.
+    runner's attempt steps (or one per plain step), times in seconds since its first step.
 
     `url`: the DBOS system database, ``"sqlite:///file.sqlite"`` or a PostgreSQL URL.
     Raises `DBOSReadError` for a missing workflow, a database that is not DBOS's, or a row
@@ -106,8 +119,10 @@ def from_dbos(url: str, workflow_id: str) -> Run:
     """
     status, inputs, output, steps, topics = _rows(url, workflow_id)
     fmt = status.get("serialization")
-    created = status["created_at"] / 1000.0
-    t = lambda ms: None if ms is None else ms / 1000.0 - created  # noqa: E731
+    # The clock starts at the first step: DBOS stamps created_at to the second on SQLite.
+    first = steps[0]["started_at_epoch_ms"] if steps else None
+    origin = (first if first is not None else status["created_at"]) / 1000.0
+    t = lambda ms: None if ms is None else ms / 1000.0 - origin  # noqa: E731
     args = _json(url, workflow_id, inputs and inputs["inputs"], fmt, "the workflow input")
     positional = (args or {}).get("positionalArgs", [])
     runner = status["name"] == RUNNER_WORKFLOW
@@ -139,7 +154,7 @@ def from_dbos(url: str, workflow_id: str) -> Run:
             pending.append(value)
             err = None if value["ok"] else value["error"]
             attempts.append((value["position"], value["activity"], value["attempt"],
-                             value["started_at"] - created, value["ended_at"] - created,
+                             value["started_at"] - origin, value["ended_at"] - origin,
                              "ok" if value["ok"] else outcome_of(error_from_json(err)),
                              None if value["ok"] else err["class"],
                              None if value["ok"] else err["message"], None, None))
@@ -187,9 +202,8 @@ def from_dbos(url: str, workflow_id: str) -> Run:
                 WorkflowError(f"{failure.get('name')}: {failure.get('message')}",
                               cause_class=failure.get("name"),
                               cause_message=failure.get("message"))
-    notes = ["Recorded by DBOS Transact; times are seconds since the run was created "
-             "(wall clock), and the first wake-up is not shown: DBOS does not record "
-             "wake-ups or replays."]
+    notes = ["Recorded by DBOS Transact: times are wall-clock seconds since the run's first "
+             "step; DBOS records no wake-ups or replays, so those are not shown."]
     if not runner:
         notes += NOT_RECORDED
     # DBOS stamps the status row to the second on SQLite; its steps to the millisecond.
