@@ -45,6 +45,7 @@ from .. import history as h
 from ..activities import accepts
 from ..context import DEFAULT_POLICY, Saga
 from ..draws import Draws
+from ..engine import _REGISTRY, workflow_name
 from ..errors import (ActivityFailed, DuplicateRunError, DurableLabError, ModelOutputError,
                       NonRetryable, RunFinishedError, RunNotFoundError, activity_failed,
                       error_from_json, non_determinism, workflow_error)
@@ -134,7 +135,7 @@ def _value_step(ctx: "DBOSContext", kind: str) -> Any:
 def _dbos_run(workflow: str, input: Any) -> Any:
     run_id = DBOS.workflow_id
     try:
-        fn = _open._workflows.get(workflow) if _open is not None else None
+        fn = None if _open is None else _open._workflows.get(workflow) or _REGISTRY.get(workflow)
         if fn is None:
             raise UnknownWorkflowError(
                 f"Run {run_id!r} names workflow {workflow!r}, which this process did not "
@@ -295,19 +296,14 @@ def _outside_event_loop(method):
         return _thread.submit(method, *args, **kwargs).result()
     return call
 
-def _name(fn: Callable) -> str:
-    if not callable(fn) or isinstance(fn, functools.partial) or not hasattr(fn, "__qualname__"):
-        raise TypeError(f"a workflow is a function fn(ctx, input) defined with def; got {fn!r}")
-    return f"{fn.__module__}:{fn.__qualname__}"
-
-
 class DBOSRunner:
     """Runs durablelab workflows on DBOS Transact; one open runner per process.
 
     `url`: ``"sqlite:///path.sqlite"`` or ``"postgresql+psycopg://user@host:port/db"``.
     `application_version`: the version DBOS stamps on runs; a process recovers only runs of
     its own version, so keep it across deploys that must pick up in-flight runs (default
-    ``"durablelab"``). `workflows`: the workflow functions this process may run.
+    ``"durablelab"``). `workflows`: the workflow functions this process may run, beside
+    those `start()` was given and those decorated with ``@dl.workflow``.
     """
 
     @_outside_event_loop
@@ -339,7 +335,7 @@ class DBOSRunner:
 
     def register(self, fn: Callable) -> str:
         """Let this process run `fn`; returns the name runs record for it."""
-        name = _name(fn)
+        name = workflow_name(fn)
         self._workflows[name] = fn
         return name
 
