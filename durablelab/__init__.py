@@ -32,6 +32,10 @@ from .errors import (ActivityFailed, BudgetExceeded, DuplicateRunError, DurableL
 from .faults import FaultPlan
 from .retry import RetryPolicy, classify, next_delay
 from .compare import compare
+from .counterfactual import counterfactual
+from .crashes import CrashReport, explore_crashes
+from . import matrix
+from .matrix import FaultMatrix, fault_matrix
 from .export import ExportFormatError, export, load
 from .run import Run
 from .structured import ask_structured, structured
@@ -52,4 +56,6 @@ __all__ = [
     "TemporalRunEnded", "export", "load", "compare", "ExportFormatError",
     "PolicyError",
     "workflow", "UnknownWorkflowWarning", "WorkflowRedefinedWarning", "from_dbos",
+    "explore_crashes", "CrashReport", "counterfactual", "fault_matrix", "FaultMatrix",
+    "matrix",
 ]

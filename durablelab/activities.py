@@ -124,7 +124,7 @@ class Activities:
         elif isinstance(rule, Hang):
             latency = float("inf")   # silent: not even a heartbeat comes (see _cut)
         else:
-            error = rule.error()
+            error = rule.failure()
         first_started_at = previous[0][4] if previous else now
         ended, timed_out = self._cut(state, req, now, now + latency, first_started_at,
                                      silent=isinstance(rule, Hang))
@@ -158,7 +158,7 @@ class Activities:
         latency = 0.0
         if state.faults is None:
             return latency, None
-        for index, rule in state.faults.applicable(name, attempt):
+        for index, rule in state.faults.applicable(name, attempt, position=position):
             rng = self._fires(state, index, rule, position, attempt)
             if rng is None:
                 continue
@@ -302,7 +302,7 @@ class Activities:
     def _maybe_crash(self, state, point, name, position, attempt) -> None:
         if state.faults is None:
             return
-        for index, rule in state.faults.applicable(name, attempt, point):
+        for index, rule in state.faults.applicable(name, attempt, point, position):
             if self._fires(state, index, rule, position, attempt) is not None:
                 self._crash_at(state, index, rule, position, attempt)
 
@@ -346,7 +346,8 @@ class Activities:
     def _arm_crash_during_wait(self, state, suspend: Suspend) -> None:
         if state.faults is None:
             return
-        for index, rule in state.faults.applicable(suspend.name, suspend.attempt, "during_wait"):
+        for index, rule in state.faults.applicable(suspend.name, suspend.attempt, "during_wait",
+                                                   suspend.position):
             if self._fires(state, index, rule, suspend.position, suspend.attempt):
                 now = self.clock.now()
                 at = now if suspend.due_at is None else now + (suspend.due_at - now) / 2

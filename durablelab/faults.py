@@ -3,10 +3,19 @@
 A `FaultPlan` is a list of rules. Each rule names an activity (exactly, or with a glob
 such as ``"charge_*"``) and says what goes wrong there: a 429, a 5xx, a reset connection,
 a lost answer (`Timeout`), no answer at all (`Hang`), extra latency, a broken model answer
-(`Malformed`), or a worker crash at a named point. Rules are checked in order: `Latency`
-adds time and lets the call go on; the first other rule that fires decides the attempt. Whether a rule fires on an attempt is a
-pure function of (run seed, rule index, position, attempt), so a plan plus a seed always
-breaks a run the same way, and a crash-and-replay sees the same faults it saw before.
+(`Malformed`), a given error class or HTTP status (`Fail`: a 400, a 401, a 404, a 500),
+or a worker crash at a named point. Rules are checked in order: `Latency` adds time and
+lets the call go on; the first other rule that fires decides the attempt. Whether a rule
+fires on an attempt is a pure function of (run seed, rule index, position, attempt), so a
+plan plus a seed always breaks a run the same way, and a crash-and-replay sees the same
+faults it saw before.
+
+A rule narrows where it applies with ``attempts=`` (attempt numbers, from 1) and
+``position=`` (history positions, from 1: the position an activity's event takes, which is
+also the number in its idempotency key). Together they pin one attempt of one call:
+``Fail("charge", status=500, position=3, attempts=[1, 2])`` fails the first two attempts of
+the charge at position 3 and nothing else, which is how `dl.counterfactual` meets a recorded
+run's failures again and how `dl.explore_crashes` crashes one point at a time.
 
 Crash points, in the order an attempt passes them:
 
@@ -29,7 +38,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from .draws import Draws
-from .errors import ModelOutputError, RateLimited, Transient
+from .errors import ModelOutputError, NonRetryable, RateLimited, Transient
 
 CRASH_POINTS = ("before_activity", "after_effect", "after_record", "during_wait")
 
@@ -46,26 +55,41 @@ class Rule:
     p: float = 1.0
     #: the most times it may fire in one run; None means no limit.
     times: int | None = None
+    #: which history positions (1-based) it applies to; None means all.
+    position: tuple | None = None
 
     def __post_init__(self):
         where = f"{type(self).__name__}({self.activity!r})"
         if not isinstance(self.activity, str) or not self.activity:
             raise ValueError(f"{where}: activity must be a non-empty name or glob")
-        if self.attempts is not None:
-            attempts = (self.attempts,) if isinstance(self.attempts, int) else tuple(self.attempts)
-            if not all(isinstance(a, int) and a >= 1 for a in attempts):
-                raise ValueError(f"{where}: attempts={self.attempts!r} must be attempt "
-                                 f"numbers >= 1 (attempts count from 1)")
-            object.__setattr__(self, "attempts", attempts)
+        for name, what in (("attempts", "attempt numbers >= 1 (attempts count from 1)"),
+                           ("position", "history positions >= 1 (positions count from 1)")):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            numbers = (value,) if isinstance(value, int) else tuple(value) \
+                if isinstance(value, (list, tuple)) else None
+            if numbers is None or not all(isinstance(n, int) and not isinstance(n, bool)
+                                          and n >= 1 for n in numbers):
+                raise ValueError(f"{where}: {name}={value!r} must be {what}")
+            object.__setattr__(self, name, numbers)
         if not isinstance(self.p, (int, float)) or not 0.0 <= self.p <= 1.0:
             raise ValueError(f"{where}: p={self.p!r} must be a probability in [0, 1]")
         if self.times is not None and (not isinstance(self.times, int) or self.times < 0):
             raise ValueError(f"{where}: times={self.times!r} must be an int >= 0 or None")
 
-    def applies(self, name: str, attempt: int) -> bool:
+    def applies(self, name: str, attempt: int, position: int | None = None) -> bool:
+        """Whether the rule applies to this attempt of `name` (at `position`, when given)."""
         if self.attempts is not None and attempt not in self.attempts:
             return False
+        if position is not None and self.position is not None and position not in self.position:
+            return False
         return name == self.activity or fnmatch.fnmatchcase(name, self.activity)
+
+    def failure(self):
+        """The error an attempt meets when this rule decides it without running the
+        function (429, 5xx, reset, `Fail`)."""
+        return self.error()
 
     def to_dict(self) -> dict:
         data = {"type": type(self).__name__}
@@ -146,6 +170,81 @@ class Malformed(Rule):
                                 cause_class="Malformed")
 
 
+#: the error classes `Fail` can inject, and the HTTP status each stands for by default.
+FAIL_ERRORS = {"NonRetryable": NonRetryable, "Transient": Transient,
+               "RateLimited": RateLimited, "ModelOutputError": ModelOutputError}
+_REASONS = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
+            409: "Conflict", 422: "Unprocessable Entity", 429: "Too Many Requests",
+            500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable",
+            504: "Gateway Timeout"}
+
+
+def error_for_status(status: int) -> str:
+    """The retry class `dl.classify` gives an HTTP status: 429 RateLimited, 5xx Transient,
+    other 4xx NonRetryable."""
+    if status == 429:
+        return "RateLimited"
+    return "Transient" if status >= 500 else "NonRetryable"
+
+
+@dataclass(frozen=True)
+class Fail(Rule):
+    """A given failure instead of a call; the function does not run.
+
+    `error` names the retry class (``"NonRetryable"``, ``"Transient"``, ``"RateLimited"``,
+    ``"ModelOutputError"``); `status`, an HTTP status from 400 to 599, says it as a server
+    would, and then decides the class the way `dl.classify` does (429 rate limited, 5xx
+    transient, any other 4xx not retryable): ``Fail("erp", status=401)`` is a rejected
+    credential that no retry can cure, ``Fail("erp", status=500)`` a blip worth retrying.
+    Giving both is allowed only when they agree. `message` is the error's text, so a failure
+    recorded last night (its class and message, from `run.attempts`) can be met again;
+    `retry_after` (seconds, for a rate limit only) is the server's Retry-After.
+    """
+
+    error: str = "NonRetryable"
+    status: int | None = None
+    message: str | None = None
+    retry_after: float | None = None
+
+    def __post_init__(self):
+        super().__post_init__()
+        where = f"Fail({self.activity!r})"
+        if self.error not in FAIL_ERRORS:
+            raise ValueError(f"{where}: error={self.error!r} is not one of "
+                             f"{', '.join(FAIL_ERRORS)}")
+        if self.status is not None:
+            if isinstance(self.status, bool) or not isinstance(self.status, int) \
+                    or not 400 <= self.status <= 599:
+                raise ValueError(f"{where}: status={self.status!r} must be an HTTP error "
+                                 f"status from 400 to 599 (e.g. 400, 401, 404, 429, 500, 503)")
+            implied = error_for_status(self.status)
+            if self.error not in (implied, "NonRetryable"):
+                raise ValueError(f"{where}: error={self.error!r} contradicts status="
+                                 f"{self.status} (HTTP {self.status} is {implied}); give "
+                                 f"one of them, or both agreeing")
+            object.__setattr__(self, "error", implied)
+        if self.message is not None and not isinstance(self.message, str):
+            raise ValueError(f"{where}: message={self.message!r} must be a string")
+        if self.retry_after is not None:
+            if isinstance(self.retry_after, bool) or not isinstance(
+                    self.retry_after, (int, float)) or not 0 <= self.retry_after < float("inf"):
+                raise ValueError(f"{where}: retry_after={self.retry_after!r} must be seconds "
+                                 f">= 0")
+            if self.error != "RateLimited":
+                raise ValueError(f"{where}: retry_after= goes with a rate limit (error="
+                                 f"'RateLimited' or status=429), not {self.error}")
+
+    def failure(self):
+        """The error this rule injects (a fresh instance each time)."""
+        text = self.message
+        if text is None:
+            text = (f"injected HTTP {self.status} {_REASONS.get(self.status, '')}".rstrip()
+                    if self.status is not None else f"injected {self.error}")
+        if self.error == "RateLimited":
+            return RateLimited(text, retry_after=self.retry_after, cause_class="Fail")
+        return FAIL_ERRORS[self.error](text, cause_class="Fail")
+
+
 @dataclass(frozen=True)
 class Latency(Rule):
     """The attempt takes `seconds` longer (uniform up to `max_seconds` when given) and
@@ -174,7 +273,7 @@ class Crash(Rule):
 
 
 RULE_TYPES = {cls.__name__: cls for cls in (RateLimit, ServerError, ConnectionReset, Timeout,
-                                            Hang, Latency, Malformed, Crash)}
+                                            Hang, Latency, Malformed, Fail, Crash)}
 
 
 def draw(seed: int, index: int, position: int, attempt: int) -> Draws:
@@ -199,11 +298,13 @@ class FaultPlan:
                 raise TypeError(f"FaultPlan rule {i} is {rule!r}, not a rule such as "
                                 f"Crash('charge', point='after_effect')")
 
-    def applicable(self, name: str, attempt: int, point: str | None = None) -> tuple:
-        """The (index, rule) pairs that apply to this attempt of `name`: with no `point`,
-        the rules drawn when the attempt starts (all but crashes); with one, the crash
-        rules at that point. Cached, like `to_json`, since a sweep asks the same question
-        thousands of times: edit a plan's rules before its first run, not after."""
+    def applicable(self, name: str, attempt: int, point: str | None = None,
+                   position: int | None = None) -> tuple:
+        """The (index, rule) pairs that apply to this attempt of `name` at `position`: with
+        no `point`, the rules drawn when the attempt starts (all but crashes); with one, the
+        crash rules at that point. Cached by (name, attempt, point), like `to_json`, since a
+        sweep asks the same question thousands of times; rules with a `position=` are then
+        filtered (edit a plan's rules before its first run, not after)."""
         key = (name, attempt, point)
         found = self._applicable.get(key)
         if found is None:
@@ -211,6 +312,8 @@ class FaultPlan:
                 (i, rule) for i, rule in enumerate(self.rules)
                 if (rule.point == point if isinstance(rule, Crash) else point is None)
                 and rule.applies(name, attempt))
+        if position is not None and found and any(r.position is not None for _, r in found):
+            found = tuple((i, r) for i, r in found if r.position is None or position in r.position)
         return found
 
     # --- JSON --------------------------------------------------------------------------
@@ -275,4 +378,4 @@ class FaultPlan:
 
 
 __all__ = ["FaultPlan", "Rule", "RateLimit", "ServerError", "ConnectionReset", "Timeout",
-           "Hang", "Latency", "Malformed", "Crash", "CRASH_POINTS", "draw"]
+           "Hang", "Latency", "Malformed", "Fail", "Crash", "CRASH_POINTS", "draw"]

@@ -23,7 +23,9 @@ def test_public_names_are_pinned():
         "diagnose", "Diagnosis", "load_temporal", "decode_payloads", "TemporalHistoryError",
         "TemporalRunEnded", "export", "load", "compare", "ExportFormatError",
         "PolicyError",
-        "workflow", "UnknownWorkflowWarning", "WorkflowRedefinedWarning", "from_dbos"])
+        "workflow", "UnknownWorkflowWarning", "WorkflowRedefinedWarning", "from_dbos",
+        "explore_crashes", "CrashReport", "counterfactual", "fault_matrix", "FaultMatrix",
+        "matrix"])
 
 
 def test_every_public_callable_has_a_docstring():

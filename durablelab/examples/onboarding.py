@@ -44,6 +44,16 @@ class World:
 world = World()
 
 
+def fresh_world(clock=None, honor_keys: bool = True) -> World:
+    """The world above, reset (with keys honoured or not): a factory ``world(clock)`` for
+    `dl.explore_crashes` and `dl.counterfactual`, which call it before each run. The
+    activities below reach the services through this module's `world`, so a run gets a
+    fresh world by resetting it; use ``functools.partial(fresh_world, honor_keys=False)``
+    for services that ignore idempotency keys."""
+    world.reset(honor_keys)
+    return world
+
+
 # --- activities: everything that touches the world ------------------------------------------
 
 def fetch_documents(vendor_id: str) -> str:
