@@ -25,7 +25,7 @@ from .budget import Budget
 from .engine import Engine, workflow
 from .errors import (ActivityFailed, BudgetExceeded, DuplicateRunError, DurableLabError,
                      ModelOutputError, NonDeterminismError, NonRetryable, PolicyError,
-                     RateLimited,
+                     RateLimited, ReadOnlyEngineError,
                      RunFinishedError, RunNotFoundError, RunTimedOut, SerializationError,
                      StoreFormatError, StoreLockedError, Transient, UnknownWorkflowWarning,
                      WorkflowError, WorkflowRedefinedWarning)
@@ -58,4 +58,5 @@ __all__ = [
     "workflow", "UnknownWorkflowWarning", "WorkflowRedefinedWarning", "from_dbos",
     "explore_crashes", "CrashReport", "counterfactual", "fault_matrix", "FaultMatrix",
     "matrix",
+    "ReadOnlyEngineError",
 ]

@@ -1,121 +1,170 @@
-"""The `durablelab` command (also `python -m durablelab`).
+"""The `durablelab` command (also `python -m durablelab`), for people without Jupyter.
 
-    durablelab lab [OPTIONS]    open JupyterLab on the lessons (options go to jupyter lab)
-    durablelab demo             run the vendor onboarding example, crash it, recover it
-    durablelab runs DB          list the runs in a DuckDB file or an export
-    durablelab show RUN --db DB one run: status, result or error, history, attempts
+    durablelab lab [OPTIONS]      open JupyterLab on the lessons (other options go to jupyter lab)
+    durablelab lessons            list the lessons: number, title, minutes
+    durablelab demo [--db PATH]   run the vendor onboarding example through a 429, a broken
+                                  model answer and a worker crash; leave its store at PATH
+    durablelab runs DB            list the runs in a DuckDB store or an export
+    durablelab show RUN --db DB   one run: status, result or error, history, attempts
     durablelab timeline RUN --db DB -o FILE.png
-                                draw one run's timeline to an image
-    durablelab export DB -o OUT write runs to OUT.jsonl or OUT.parquet (DB: a store or export)
+                                  draw one run's timeline to an image
+    durablelab export DB -o OUT   write runs to OUT.jsonl or OUT.parquet
+
+Looking never changes a file: the reading commands (runs, show, timeline, export) open a
+store with `Engine(path, read_only=True)`, so DuckDB itself refuses any write, and they run
+no workflow code. What a path holds is told by its first bytes (`durablelab.export.file_kind`),
+never by its name. Anything that goes wrong is one line on stderr that names the file and the
+fix, with exit status 1, or 2 for a mistake in the command itself; never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import shlex
 import sys
+import warnings
 from pathlib import Path
 
-import pandas as pd
+from .errors import READABLE, DurableLabError, StoreLockedError, command_error
 
-NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
-
-
-def _lab(args) -> int:
-    """Open JupyterLab on the notebooks folder (the lessons)."""
-    folder = Path(args.notebooks) if args.notebooks else NOTEBOOKS
-    if not folder.is_dir():
-        folder = Path.cwd()
-    command = [sys.executable, "-m", "jupyterlab", f"--notebook-dir={folder}", *args.extra]
-    os.execv(sys.executable, command)
-    return 0  # not reached
+#: Exit statuses: 1 when the command could not do its work, 2 for a usage mistake.
+FAILED, USAGE = 1, 2
+_READABLE = READABLE[0].upper() + READABLE[1:]
+_REWRITE = ("An export is written whole by dl.export or `durablelab export`: write it, or copy "
+            "it, again")
 
 
-def _demo(args) -> int:
-    """Run the onboarding example to its approval wait, crash the worker, approve, finish."""
-    import durablelab as dl
-    from durablelab.examples import onboarding
-
-    onboarding.world.reset()
-    engine = dl.Engine()
-    run_id = engine.start(onboarding.onboard_vendor, {"vendor_id": "v-42"}, run_id="demo",
-                          seed=7)
-    engine.advance(3600)
-    print(f"after one hour: {engine.run(run_id).status} (waiting for approval)")
-    engine.crash()
-    print("the worker crashed; a fresh one reloaded the run from DuckDB")
-    engine.signal(run_id, "approval", {"approved": True}, signal_id="click-1")
-    engine.run_until_idle()
-    run = engine.run(run_id)
-    print(f"after approval: {run.status}: {run.result}")
-    with pd.option_context("display.width", 120, "display.max_colwidth", 40):
-        print(run.history[["position", "kind", "name", "value"]].to_string(index=False))
-    print(f"ERP effects: {len(onboarding.world.erp.effects)}, duplicates: "
-          f"{onboarding.world.erp.duplicate_effects}")
-    engine.close()
-    return 0
+# --- reading runs -----------------------------------------------------------------------
 
 
-def _open(db: str):
-    import durablelab as dl
-    if not Path(db).exists():
-        raise SystemExit(f"durablelab: no such file: {db}")
-    return dl.Engine(db, workflows=())
+def _kind(path: str) -> str:
+    """What `path` holds ("duckdb", "parquet", "text", "pickle"), or a CommandError that says
+    why there is nothing to read there."""
+    from .export import file_kind
+    kind = file_kind(path)
+    if kind == "missing":
+        parent = Path(path).parent
+        problem = "no such file" if parent.is_dir() else f"no such file (no folder {parent})"
+        raise command_error(path, problem, "Check the path; `durablelab demo` writes a store "
+                                           "you can read")
+    if kind == "directory":
+        raise command_error(path, "this is a folder, not a file", _READABLE)
+    if kind == "empty":
+        raise command_error(path, "the file is empty", _READABLE)
+    if kind == "text":
+        with open(path, "rb") as f:
+            start = f.read(64).lstrip()
+        if not start.startswith(b"{"):   # JSON Lines records are objects
+            raise command_error(path, f"this is neither a DuckDB store nor a durablelab export "
+                                f"(it starts with {start[:16]!r})", _READABLE)
+    return kind
 
 
-def _is_export(path: str) -> bool:
-    """Whether `path` is an export rather than a DuckDB store: Parquet by its magic bytes,
-    JSON Lines by its extension (dl.load then checks the rest)."""
-    with open(path, "rb") as f:
-        head = f.read(4)
-    return head == b"PAR1" or Path(path).suffix.lower() in (".jsonl", ".parquet")
+@contextlib.contextmanager
+def _store(path: str):
+    """A read-only engine on a DuckDB store, closed afterwards."""
+    import duckdb
+
+    from .engine import Engine
+    try:
+        with warnings.catch_warnings():
+            # A store may name workflows this process does not know: the command never runs
+            # workflows, so that is no news here.
+            warnings.simplefilter("ignore")
+            engine = Engine(path, read_only=True)
+        try:
+            yield engine
+        finally:
+            engine.close()
+    except StoreLockedError as exc:
+        holder = f"process {exc.pid}" if exc.pid else "another process"
+        raise command_error(
+            path, f"{holder} holds this store open, and DuckDB lets one process at a time "
+            f"open a file, even to read it", "Close the engine there (engine.close()), or "
+            "export its runs there with dl.export(engine, 'runs.jsonl') and read that "
+            "file") from None
+    except duckdb.Error as exc:   # opened, then a read hit damage (a file cut short, say)
+        said = _one_line(exc)
+        raise command_error(path, f"DuckDB cannot read this store, it is damaged ({said})",
+                            "If it was copied, copy it again from where the engine wrote "
+                            "it; `durablelab export` works on any copy that opens") from None
 
 
 def _all_runs(path: str) -> list:
-    """Every run of a DuckDB store or an export, as `Run` views (no workflow code needed)."""
-    if not Path(path).exists():
-        raise SystemExit(f"durablelab: no such file: {path}")
-    if _is_export(path):
-        from durablelab.export import ExportFormatError, load
-        try:
-            return load(path)
-        except ExportFormatError as exc:
-            raise SystemExit(f"durablelab: {exc}") from None
-    engine = _open(path)
+    """Every run of a DuckDB store or an export, as `Run` views."""
+    if _kind(path) == "duckdb":
+        with _store(path) as engine:
+            return [engine.run(run_id) for run_id in engine.runs()["run_id"]]
+    return _load(path)
+
+
+def _load(path: str) -> list:
+    """The runs of an export; a file that is not one is a CommandError with the fix."""
+    from .export import ExportFormatError, load
     try:
-        return [engine.run(run_id) for run_id in engine.runs()["run_id"]]
-    finally:
-        engine.close()
+        return load(path)
+    except ExportFormatError as exc:
+        raise command_error(None, exc.message.rstrip("."), _REWRITE, path=path) from None
+
+
+def _no_run(path: str, run_id: str, known: list[str]) -> DurableLabError:
+    if not known:
+        return command_error(path, f"no run {run_id!r} here: the file holds no runs",
+                             "Give a file that holds runs")
+    shown = ", ".join(map(repr, known[:5])) + (", ..." if len(known) > 5 else "")
+    return command_error(path, f"no run {run_id!r} here", f"It holds {len(known)} run(s): "
+                         f"{shown}; `durablelab runs {shlex.quote(path)}` lists them")
 
 
 def _find_run(path: str, run_id: str):
-    """One run of a DuckDB store or an export, or a SystemExit that names what is missing."""
-    if Path(path).exists() and _is_export(path):
-        for run in _all_runs(path):
-            if run.run_id == run_id:
-                return run
-        raise SystemExit(f"durablelab: no run {run_id!r} in {path}")
-    engine = _open(path)
-    try:
-        return engine.run(run_id)
-    except KeyError as exc:
-        raise SystemExit(f"durablelab: {exc}") from None
-    finally:
-        engine.close()
+    """One run of a DuckDB store or an export."""
+    if _kind(path) == "duckdb":
+        with _store(path) as engine:
+            known = list(engine.runs()["run_id"])
+            if run_id not in known:
+                raise _no_run(path, run_id, known)
+            return engine.run(run_id)
+    runs = _load(path)
+    for run in runs:
+        if run.run_id == run_id:
+            return run
+    raise _no_run(path, run_id, [r.run_id for r in runs])
+
+
+def _output(path: str, what: str, suffixes: tuple[str, ...] = ()) -> Path:
+    """The file a command is to write (with one of `suffixes`, if given), checked before
+    any work is done."""
+    out = Path(path)
+    if out.is_dir():
+        example = Path(path) / f"{what}{suffixes[0] if suffixes else ''}"
+        raise command_error(path, "this is a folder", f"Give the {what} file to write, "
+                                                      f"e.g. {example}")
+    if not out.parent.is_dir():
+        raise command_error(path, f"the folder {out.parent} does not exist",
+                            "Create it first, or write somewhere else")
+    if suffixes and out.suffix.lower() not in suffixes:
+        raise _Usage(f"-o {path}: the extension picks the format; use "
+                     f"{' or '.join(suffixes[:3])}")
+    return out
+
+
+# --- the commands -----------------------------------------------------------------------
 
 
 def _runs(args) -> int:
-    """List the runs in a DuckDB file or an export."""
-    if Path(args.db).exists() and _is_export(args.db):
-        table = pd.DataFrame(
-            [(r.run_id, r.workflow, r.status, r.started_at, r.ended_at, r.seed, r.parent_run_id)
-             for r in _all_runs(args.db)],
-            columns=["run_id", "workflow", "status", "started_at", "ended_at", "seed",
-                     "parent_run_id"])
-    else:
-        engine = _open(args.db)
-        table = engine.runs()
-        engine.close()
+    """List the runs in a DuckDB store or an export."""
+    import pandas as pd
+    runs = _all_runs(args.db)
+    if not runs:
+        print(f"no runs in {args.db}")
+        return 0
+    table = pd.DataFrame(
+        [(r.run_id, r.workflow, r.status, r.started_at, r.ended_at, r.seed, r.parent_run_id)
+         for r in runs],
+        columns=["run_id", "workflow", "status", "started_at", "ended_at", "seed",
+                 "parent_run_id"])
     with pd.option_context("display.width", 160, "display.max_columns", 20):
         print(table.to_string(index=False))
     return 0
@@ -123,79 +172,180 @@ def _runs(args) -> int:
 
 def _show(args) -> int:
     """Show one run: status, result or error, history and attempts."""
+    import pandas as pd
     run = _find_run(args.db, args.run)
     print(run)
     if run.error is not None:
         print(f"\n{run.error}")
+    history = run.history.drop(columns=[c for c in ("digest",) if c in run.history.columns])
     with pd.option_context("display.width", 160, "display.max_colwidth", 50):
-        print("\nhistory:\n" + run.history.drop(columns=["digest"]).to_string(index=False))
+        print("\nhistory:\n" + history.to_string(index=False))
         print("\nattempts:\n" + run.attempts.to_string(index=False))
     return 0
 
 
 def _timeline(args) -> int:
     """Draw one run's timeline (attempts, waits, crashes, wake-ups) to an image file."""
+    from matplotlib.figure import Figure
+    formats = {f".{f}" for f in Figure().canvas.get_supported_filetypes()}
+    if not 10 <= args.dpi <= 1200:
+        raise _Usage(f"--dpi {args.dpi}: give a resolution from 10 to 1200 dots per inch")
+    out = _output(args.output, "image",
+                  (".png", ".svg", ".pdf", *sorted(formats - {".png", ".svg", ".pdf"})))
     run = _find_run(args.db, args.run)
-    run.timeline().savefig(args.output, dpi=args.dpi, bbox_inches="tight")
-    print(f"wrote {args.output}")
+    run.timeline().savefig(out, dpi=args.dpi, bbox_inches="tight")
+    print(f"wrote {out}")
     return 0
 
 
 def _export(args) -> int:
-    """Write the runs of a DuckDB file (or of an export) to JSON Lines or Parquet."""
-    from durablelab.export import export
+    """Write the runs of a DuckDB store (or of an export) to JSON Lines or Parquet."""
+    from .export import export
+    out = _output(args.output, "export", (".jsonl", ".parquet"))
     runs = _all_runs(args.source)
     if args.run:
-        missing = sorted(set(args.run) - {r.run_id for r in runs})
-        if missing:
-            raise SystemExit(f"durablelab: no run {missing[0]!r} in {args.source}")
+        known = [r.run_id for r in runs]
+        for run_id in args.run:
+            if run_id not in known:
+                raise _no_run(args.source, run_id, known)
         runs = [r for r in runs if r.run_id in set(args.run)]
-    try:
-        path = export(runs, args.output)
-    except ValueError as exc:
-        raise SystemExit(f"durablelab: {exc}") from None
+    path = export(runs, out)
     print(f"wrote {len(runs)} run(s) to {path}")
     return 0
 
 
+def _demo(args) -> int:
+    """Run the vendor onboarding example through a 429, a broken model answer and a worker
+    crash, and leave its store for the other commands to read."""
+    from .examples.demo import run_demo
+    from .export import file_kind
+    _output(args.db, "store")
+    if file_kind(args.db) not in ("missing", "duckdb"):
+        raise command_error(args.db, "this is not a DuckDB store, and the demo writes one",
+                            "Pass --db a new file, e.g. --db demo.duckdb")
+    return run_demo(args.db)
+
+
+def _lessons(args) -> int:
+    """List the lessons: number, title, minutes."""
+    from .curriculum import lessons, lessons_root
+    found = lessons()
+    for lesson in found:
+        minutes = f"{'~' if lesson.estimated else ''}{lesson.minutes} min"
+        print(f"{lesson.number}  {minutes:>7}  {lesson.title}")
+    print(f"\n{len(found)} lessons in {lessons_root() / 'notebooks'}; `durablelab lab` opens "
+          f"them in JupyterLab")
+    return 0
+
+
+def _lab(args) -> int:
+    """Open JupyterLab on the lessons (other options go on to `jupyter lab`)."""
+    from .curriculum import open_lab
+    return open_lab(args.notebooks, args.extra, args.into)
+
+
+# --- parsing, and errors on one line ------------------------------------------------------
+
+
+class _Usage(Exception):
+    """A mistake in the command line itself (exit status 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors on one line that points at --help."""
+
+    def error(self, message):
+        raise _Usage(f"{message}; see `{self.prog} --help`")
+
+
+COMMANDS = {}   # name -> the sub-parser: a test checks each has --help and a README line
+
+
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="durablelab", description=__doc__.split("\n\n")[0])
-    sub = top.add_subparsers(dest="command", required=True)
-    lab = sub.add_parser("lab", help=_lab.__doc__)
-    lab.add_argument("--notebooks", help="folder to open (default: the lessons)")
-    lab.set_defaults(handler=_lab)
-    sub.add_parser("demo", help=_demo.__doc__).set_defaults(handler=_demo)
-    runs = sub.add_parser("runs", help=_runs.__doc__)
-    runs.add_argument("db", help="a DuckDB file or an export (.jsonl, .parquet)")
-    runs.set_defaults(handler=_runs)
-    show = sub.add_parser("show", help=_show.__doc__)
-    show.add_argument("run", help="the run id")
-    show.add_argument("--db", required=True, help="a DuckDB file or an export (.jsonl, .parquet)")
-    show.set_defaults(handler=_show)
-    timeline = sub.add_parser("timeline", help=_timeline.__doc__)
-    timeline.add_argument("run", help="the run id")
-    timeline.add_argument("--db", required=True, help="a DuckDB file or an export (.jsonl, .parquet)")
-    timeline.add_argument("-o", "--output", required=True, help="the image to write (.png, .svg)")
+    top = _Parser(prog="durablelab", description=__doc__.split("\n\n")[0],
+                  epilog="Each command has --help. Reading commands never change a file.")
+    sub = top.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    def command(name, handler, **kwargs):
+        p = sub.add_parser(name, help=handler.__doc__.split("\n\n")[0].replace("\n", " "),
+                           description=handler.__doc__, **kwargs)
+        p.set_defaults(handler=handler)
+        COMMANDS[name] = p
+        return p
+
+    lab = command("lab", _lab)
+    lab.add_argument("--into", metavar="DIR",
+                     help="installed from a wheel: the folder the lessons are copied to "
+                          "(default: ~/durablelab-lessons; files already there are kept)")
+    lab.add_argument("--notebooks", metavar="DIR",
+                     help="open this folder instead of the lessons")
+    command("lessons", _lessons)
+    demo = command("demo", _demo)
+    demo.add_argument("--db", default="demo.duckdb", metavar="PATH",
+                      help="the DuckDB store to write (default: demo.duckdb here; an existing "
+                           "demo store gets one more run)")
+    runs = command("runs", _runs)
+    runs.add_argument("db", metavar="DB", help="a DuckDB store or an export (.jsonl, .parquet)")
+    show = command("show", _show)
+    show.add_argument("run", metavar="RUN", help="the run id (`durablelab runs DB` lists them)")
+    show.add_argument("--db", required=True, help="a DuckDB store or an export")
+    timeline = command("timeline", _timeline)
+    timeline.add_argument("run", metavar="RUN", help="the run id")
+    timeline.add_argument("--db", required=True, help="a DuckDB store or an export")
+    timeline.add_argument("-o", "--output", required=True, metavar="FILE",
+                          help="the image to write (.png, .svg, .pdf)")
     timeline.add_argument("--dpi", type=int, default=110, help="resolution of a bitmap image")
-    timeline.set_defaults(handler=_timeline)
-    export = sub.add_parser("export", help=_export.__doc__)
-    export.add_argument("source", help="a DuckDB file written by dl.Engine(path), or an export "
-                                       "to convert")
-    export.add_argument("-o", "--output", required=True,
+    export = command("export", _export)
+    export.add_argument("source", metavar="DB", help="a DuckDB store, or an export to convert")
+    export.add_argument("-o", "--output", required=True, metavar="FILE",
                         help="the file to write: .jsonl (JSON Lines) or .parquet")
     export.add_argument("--run", action="append", metavar="RUN",
                         help="export only this run (repeat for more); default: all")
-    export.set_defaults(handler=_export)
     return top
 
 
+def _one_line(text: str) -> str:
+    return " ".join(line.strip() for line in str(text).splitlines() if line.strip())
+
+
 def main(argv=None) -> int:
+    """Run one command; returns its exit status (0, 1 for a failure, 2 for usage)."""
     top = parser()
-    args, extra = top.parse_known_args(argv)
-    if extra and args.handler is not _lab:
-        top.error(f"unrecognized arguments: {' '.join(extra)}")
-    args.extra = extra    # `durablelab lab --port 8899` passes --port on to jupyter lab
-    return args.handler(args)
+    try:
+        args, extra = top.parse_known_args(argv)
+        if args.command is None:
+            raise _Usage(f"choose a command: {', '.join(COMMANDS)}; see `durablelab --help`")
+        if extra and args.command != "lab":
+            raise _Usage(f"unrecognized arguments: {' '.join(extra)}; see "
+                         f"`durablelab {args.command} --help`")
+        args.extra = extra    # `durablelab lab --port 8899` passes --port on to jupyter lab
+        return args.handler(args)
+    except _Usage as exc:
+        print(f"durablelab: {_one_line(exc)}", file=sys.stderr)
+        return USAGE
+    except BrokenPipeError:
+        # The reader went away (`durablelab show ... | head`): stop quietly, as `cat` would.
+        # Point stdout at /dev/null so the interpreter's final flush does not complain.
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    except KeyboardInterrupt:
+        print("durablelab: interrupted", file=sys.stderr)
+        return 130
+    except DurableLabError as exc:
+        print(f"durablelab: {_one_line(exc)}", file=sys.stderr)
+        return FAILED
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"durablelab: {where}{exc.strerror or exc}", file=sys.stderr)
+        return FAILED
+    except Exception as exc:  # a bug: still one line, and the way to see more
+        if os.environ.get("DURABLELAB_DEBUG"):
+            raise
+        print(f"durablelab: unexpected {type(exc).__name__}: {_one_line(exc)} (a bug in "
+              f"durablelab; DURABLELAB_DEBUG=1 shows the traceback; please report it)",
+              file=sys.stderr)
+        return FAILED
 
 
 if __name__ == "__main__":

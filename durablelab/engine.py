@@ -35,6 +35,7 @@ from .context import Context, ContinueAsNew, Suspend
 from .errors import (ActivityFailed, DuplicateRunError, DurableLabError, NonDeterminismError,
                      RunFinishedError, RunNotFoundError, RunTimedOut, bad_type, bad_value,
                      engine_closed, error_from_json, history_gap, not_a_workflow,
+                     read_only_beside_writer, read_only_engine, read_only_needs_path,
                      unknown_workflows, workflow_error, workflow_redefined)
 from .faults import FaultPlan
 from .retry import Overrides
@@ -207,6 +208,11 @@ class Engine(Activities):
         world: the simulated world (services, models, limiters) its runs' workflow code
             reaches as `ctx.world`. It lives outside the worker: nothing about it is
             recorded, and `crash()` does not reset it.
+        read_only: open an existing file only to look at its runs (`run`, `runs`), as the
+            `durablelab` command does: DuckDB refuses every write, no workflow code runs,
+            `close()` saves nothing, and the engine takes no file over. Calls that would
+            record (`start`, `signal`, `advance`, `run_until_idle`, `crash`) raise
+            `ReadOnlyEngineError`.
 
     One engine per file per process: opening a second engine on a file closes the first (as
     `close()` would) and takes the file over; the first then refuses calls. Another process
@@ -217,7 +223,7 @@ class Engine(Activities):
     """
 
     def __init__(self, path=None, clock=None, durability: str = "sync", workflows=(),
-                 world=None):
+                 world=None, read_only: bool = False):
         if durability not in DURABILITY:
             raise bad_value("Engine", "durability", (
                 f"durability={durability!r} is not a durability mode; use one of "
@@ -230,8 +236,11 @@ class Engine(Activities):
         workflows = list(workflows)
         for fn in workflows:
             workflow_name(fn)
+        if read_only and path is None:
+            raise read_only_needs_path()
         self.path = None if path is None else str(path)
         self.durability = durability
+        self.read_only = bool(read_only)
         self.clock = clock if clock is not None else VirtualClock()
         self._closed = False
         self._superseded = False
@@ -240,10 +249,12 @@ class Engine(Activities):
         holder_key = None if self.path is None else os.path.realpath(self.path)
         older = None if holder_key is None else _HOLDERS.get(holder_key)
         if older is not None and not older._closed:
+            if self.read_only:   # a reader does not take a file over; DuckDB would refuse
+                raise read_only_beside_writer(self.path)
             older.close()
             older._superseded = True
-        self.store = Store(self.path)
-        if holder_key is not None:
+        self.store = Store(self.path, read_only=self.read_only)
+        if holder_key is not None and not self.read_only:
             _HOLDERS[holder_key] = self
         #: the simulated world workflow code reaches as `ctx.world` (see the class docstring).
         self.world = world
@@ -262,7 +273,8 @@ class Engine(Activities):
         for fn in workflows:
             _register(fn, stacklevel=2)
         self._load(opening=True)
-        _LIVE.add(self)
+        if not self.read_only:   # a reader runs nothing, so a redefinition is no news to it
+            _LIVE.add(self)
 
     # --- public API ----------------------------------------------------------------------
     def start(self, workflow: Callable, input: Any = None, run_id: str | None = None,
@@ -284,7 +296,7 @@ class Engine(Activities):
         glob matches keep their code's policy). It is stored with the run as JSON, so it
         holds after a crash and in a later engine too.
         """
-        self._check_open()
+        self._check_writable("start")
         name = workflow_name(workflow)
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise TypeError(f"start({name}): seed={seed!r} must be an int")
@@ -314,7 +326,7 @@ class Engine(Activities):
         """Deliver a signal to a run; it is committed at once and buffered until the run's
         next `ctx.wait_signal(name)`. A repeated `signal_id` (a double-clicked approval) is
         recorded once: returns False for the repeat, True otherwise."""
-        self._check_open()
+        self._check_writable("signal")
         state = self._state(run_id)
         if state.status in FINAL:
             raise RunFinishedError(
@@ -337,12 +349,12 @@ class Engine(Activities):
         """Run everything that is due, advancing the clock, until nothing is left but
         signal waits without a deadline. Crashes injected on the way are recovered from,
         as a fresh worker would."""
-        self._check_open()
+        self._check_writable("run_until_idle")
         self._loop(None)
 
     def advance(self, seconds: float) -> None:
         """Run what falls due in the next `seconds` of the engine's clock, then stop there."""
-        self._check_open()
+        self._check_writable("advance")
         if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0:
             raise ValueError(f"advance(seconds={seconds!r}): seconds must be a number >= 0")
         bound = self.clock.now() + seconds
@@ -371,7 +383,7 @@ class Engine(Activities):
     def crash(self) -> None:
         """Kill the simulated worker: in-memory state, in-flight attempts and uncommitted
         work are lost; a fresh worker then reloads every unfinished run from the store."""
-        self._check_open()
+        self._check_writable("crash")
         try:
             self._die("engine.crash()")
         except WorkerCrash:
@@ -384,6 +396,9 @@ class Engine(Activities):
             return
         self._closed = True
         _LIVE.discard(self)
+        if self.read_only:
+            self.store.close()
+            return
         try:
             for state in self._runs.values():
                 self._flush(state)
@@ -563,6 +578,11 @@ class Engine(Activities):
         return [row for row in self.store.fetch(
             "SELECT crashed_at, run_id, position, point, cause FROM crashes ORDER BY crashed_at")
             if row[1] == state.run_id or state.started_at < row[0] <= end]
+
+    def _check_writable(self, call: str) -> None:
+        self._check_open()
+        if self.read_only:
+            raise read_only_engine(self.path, call)
 
     def _check_open(self) -> None:
         if self._closed:

@@ -414,3 +414,98 @@ def workflow_error(run_id, workflow, exc: BaseException, location: str | None) -
         f"touches the outside world, move it into ctx.activity(...) so it gets retries.")
     return WorkflowError(message, run_id=run_id, workflow=workflow, cause_class=cause,
                          cause_message=str(exc), location=location)
+
+
+# --- reading stores without writing, and the command line ---------------------------------
+# `Engine(path, read_only=True)` and the `durablelab` command look at a store without
+# changing a byte of it. Their messages are one line each (the command prints them as they
+# are), name the file, and end with the fix.
+
+
+class ReadOnlyEngineError(UsageError, ValueError):
+    """A call that records something (`start`, `signal`, `advance`, ...) on an engine opened
+    with `read_only=True`, or `read_only=True` without a file to read or beside an engine of
+    this process that holds the file."""
+
+    fields = ("path", "call", "argument")
+
+
+class CommandError(DurableLabError):
+    """The `durablelab` command cannot do what it was asked: `path` names the file (or None),
+    `problem` says what is wrong with it and `fix` what to do. Printed on one line, exit 1."""
+
+    fields = ("path", "problem", "fix")
+
+
+def read_only_engine(path, call: str) -> ReadOnlyEngineError:
+    return ReadOnlyEngineError(
+        f"Engine({path!r}, read_only=True) cannot {call}(): it was opened to look at runs "
+        f"only, and records nothing. Open dl.Engine({path!r}) without read_only to run "
+        f"them (close other engines on that file first).", path=path, call=call)
+
+
+def read_only_needs_path() -> ReadOnlyEngineError:
+    return ReadOnlyEngineError(
+        "Engine(read_only=True) needs the path of an existing DuckDB file: an in-memory "
+        "store starts empty, so there would be nothing to read.", path=None, call="Engine",
+        argument="path")
+
+
+def read_only_beside_writer(path) -> ReadOnlyEngineError:
+    return ReadOnlyEngineError(
+        f"Engine({path!r}, read_only=True): an engine of this process already has that file "
+        f"open, and DuckDB refuses a read-only connection beside it. Read the runs through "
+        f"that engine (engine.run(run_id), engine.runs()), or close it first.", path=path,
+        call="Engine", argument="read_only")
+
+
+def command_error(where, problem: str, fix: str, path=None) -> CommandError:
+    """'{where}: {problem}. {fix}' (`where` the file, or None when `problem` names it)."""
+    path = where if path is None else path
+    prefix = f"{where}: " if where is not None else ""
+    return CommandError(f"{prefix}{problem}. {fix}", path=None if path is None else str(path),
+                        problem=problem, fix=fix)
+
+
+#: What to give a command that reads runs, said the same way in every message.
+READABLE = ("give a DuckDB store written by dl.Engine(path), or an export written by "
+            "dl.export (.jsonl, .parquet)")
+
+# What DuckDB says when it cannot open a file, in the learner's words.
+_DUCKDB_SAID = (
+    ("does not exist", "no such file"),
+    ("Is a directory", "this is a directory, not a file"),
+    ("not a valid DuckDB database", "this is not a DuckDB database file"),
+    ("Could not read enough bytes", "this DuckDB file is cut short (damaged, or copied while "
+                                    "it was being written)"),
+)
+
+
+def store_unreadable(path, said: str) -> StoreFormatError:
+    """A file DuckDB refused to open read-only, for another reason than a lock."""
+    problem = next((words for phrase, words in _DUCKDB_SAID if phrase in said),
+                   f"DuckDB cannot open it ({said})")
+    return StoreFormatError(f"Cannot read {path}: {problem}. {_sentence(READABLE)}",
+                            path=path, found=said, expected=None)
+
+
+def store_not_readable_as_is(path, found, expected) -> StoreFormatError:
+    """A DuckDB file opened read-only that is not a store of this schema version (a
+    read-only open neither creates a schema nor upgrades one)."""
+    if found is None:
+        problem = ("it is a DuckDB database but not a durablelab store (it has no "
+                   "schema_version in a 'meta' table)")
+        fix = READABLE
+    elif str(found).isdigit() and int(found) < expected:
+        problem = f"it holds durablelab schema version {found}, older than this one's ({expected})"
+        fix = (f"open it once with dl.Engine({str(path)!r}) (not read-only), which upgrades it "
+               f"in place, then read it")
+    else:
+        problem = f"it holds durablelab schema version {found}; this durablelab reads {expected}"
+        fix = "read it with the durablelab version that wrote it, or export its runs there"
+    return StoreFormatError(f"Cannot read {path}: {problem}. {_sentence(fix)}", path=path,
+                            found=found, expected=expected)
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")

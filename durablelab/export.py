@@ -316,13 +316,20 @@ def load(path) -> list[Run]:
     well-formed export of a version this durablelab reads.
     """
     path = Path(path)
-    with open(path, "rb") as f:
-        head = f.read(4)
-    if head[:1] == b"\x80" and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"):
+    kind = file_kind(path)
+    if kind == "directory":
+        raise _error(path, None, "file", "this is a directory, not a file; give the path of "
+                     "an export written by dl.export (.jsonl, .parquet)")
+    if kind == "pickle":
         raise _error(path, None, "file", "this is a Python pickle, not a durablelab export, "
                      "and durablelab never unpickles (loading a pickle can run any code); ask "
                      "for the runs as dl.export(runs, 'runs.jsonl') or '.parquet'")
-    if head == b"PAR1":
+    if kind == "duckdb":
+        raise _error(path, None, "file", f"this is a DuckDB store (written by dl.Engine(path))"
+                     f", not an export; open it with dl.Engine({str(path)!r}, read_only=True) "
+                     f"and take runs with engine.run(run_id), or convert it to an export with "
+                     f"`durablelab export {path} -o runs.jsonl`")
+    if kind == "parquet":
         reader = _Reader(path, "row")
         rows = _parquet_records(path)
     else:
@@ -334,6 +341,33 @@ def load(path) -> list[Run]:
     for number, record in rows:
         reader.feed(number, record)
     return reader.finish()
+
+
+#: Bytes 8 to 11 of every DuckDB database file.
+DUCKDB_MAGIC = b"DUCK"
+
+
+def file_kind(path) -> str:
+    """What a file holds, told by its first bytes and never by its name: "duckdb" (a store
+    written by `dl.Engine(path)`), "parquet", "pickle", "empty", "text" (JSON Lines, or any
+    other text or bytes), "directory" or "missing". Reading 12 bytes opens nothing else:
+    this is how `dl.load` and the `durablelab` command decide how to read a path."""
+    path = Path(path)
+    if path.is_dir():
+        return "directory"
+    if not path.exists():
+        return "missing"
+    with open(path, "rb") as f:
+        head = f.read(12)
+    if not head:
+        return "empty"
+    if head[8:12] == DUCKDB_MAGIC:
+        return "duckdb"
+    if head[:4] == b"PAR1":
+        return "parquet"
+    if head[:1] == b"\x80" and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"):
+        return "pickle"
+    return "text"
 
 
 def _error(path, line, unit, problem) -> ExportFormatError:
@@ -488,6 +522,10 @@ class _Reader:
     def feed(self, line: int, record: Any) -> None:
         if not isinstance(record, dict):
             raise self.fail(line, f"a record is a JSON object, not {_describe(record)}")
+        if self.header is None and "record" not in record:
+            raise self.fail(line, f"the first record must be the header (format {FORMAT!r}, "
+                            f"version {VERSION}), and this one has no field 'record': this is "
+                            f"not a durablelab export")
         self.check_fields(line, record, {"record": "str", "run_id": "str?", "data": "object"},
                           "the record")
         kind, run_id, data = record["record"], record["run_id"], record["data"]
@@ -599,4 +637,4 @@ class _Reader:
         return frame
 
 
-__all__ = ["export", "load", "as_runs", "ExportFormatError", "FORMAT", "VERSION"]
+__all__ = ["export", "load", "as_runs", "file_kind", "ExportFormatError", "FORMAT", "VERSION"]

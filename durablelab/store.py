@@ -26,7 +26,8 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from .errors import StoreFormatError, StoreLockedError
+from .errors import (StoreFormatError, StoreLockedError, store_not_readable_as_is,
+                     store_unreadable)
 
 SCHEMA_VERSION = 3
 
@@ -206,12 +207,17 @@ class Store:
     """One DuckDB connection holding one lab's runs. Path None means in memory, where
     committed rows are queued and written in bulk before the next read (see above)."""
 
-    def __init__(self, path: str | Path | None = None):
+    def __init__(self, path: str | Path | None = None, read_only: bool = False):
         self.path = None if path is None else str(path)
+        #: opened for reading only (`Engine(path, read_only=True)`, the CLI): DuckDB itself
+        #: refuses every write, and no schema is created or upgraded.
+        self.read_only = read_only
         try:
-            self.con = duckdb.connect(self.path or ":memory:")
+            self.con = duckdb.connect(self.path or ":memory:", read_only=read_only)
         except duckdb.IOException as exc:
             found = _LOCK.search(str(exc))
+            if found is None and read_only:
+                raise store_unreadable(self.path, str(exc).splitlines()[0]) from None
             holder = f"process {found.group(2)} ({found.group(1)})" if found else "another process"
             raise StoreLockedError(
                 f"Cannot open {self.path}: {holder} holds it, and DuckDB lets one process "
@@ -242,6 +248,9 @@ class Store:
             row = None
         if row and row[0][0] == str(SCHEMA_VERSION):
             return
+        if self.read_only:
+            raise store_not_readable_as_is(self.path, row[0][0] if row else None,
+                                           SCHEMA_VERSION)
         tables = {r[0] for r in self.con.execute(
             "SELECT table_name FROM information_schema.tables").fetchall()}
         if tables and "meta" not in tables:

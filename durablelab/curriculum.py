@@ -1,0 +1,199 @@
+"""The lessons as a whole: where they are, what they are called, and opening them in JupyterLab.
+
+The lessons are notebooks (``notebooks/NN_name.ipynb``) beside the fault plans and model
+fixtures they read (``datasets/``, reached from a notebook as ``../datasets``). In a source
+checkout they are the checkout's own folders. A wheel carries a copy of both inside the
+package (``durablelab/lessons/notebooks`` and ``durablelab/lessons/datasets``; ``setup.py``
+copies them in at build time, so the checkout holds them once). An installed package is
+read-only and shared, so `open_lab` first copies the lessons into a folder the learner owns,
+``~/durablelab-lessons`` by default, and only ever adds the files that are missing there: a
+learner's edits are never overwritten, and the command says which files it kept.
+
+A lesson's minutes come from its notebook's metadata (``"durablelab": {"minutes": 20}``);
+without it they are estimated from its length (about 150 words of prose a minute and one
+minute a code cell) and shown with a ``~``.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import importlib.util
+import json
+import os
+import re
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import command_error
+
+PACKAGE = Path(__file__).resolve().parent
+#: Where a wheel keeps its copy of the lessons (see the module docstring).
+SHIPPED = PACKAGE / "lessons"
+#: The folder `durablelab lab` copies the lessons into when durablelab is installed.
+DEFAULT_COPY = Path("~") / "durablelab-lessons"
+FOLDERS = ("notebooks", "datasets")
+
+
+@dataclass(frozen=True)
+class Lesson:
+    """One lesson: `number` ("01"), `title`, `minutes` (an int), whether the minutes are
+    `estimated`, and the notebook's `path`."""
+
+    number: str
+    title: str
+    minutes: int
+    estimated: bool
+    path: Path
+
+
+def checkout() -> Path | None:
+    """The source checkout this durablelab is imported from, or None when it is installed."""
+    root = PACKAGE.parent
+    if (root / "notebooks").is_dir() and (root / "pyproject.toml").is_file():
+        return root
+    return None
+
+
+def lessons_root() -> Path:
+    """The folder that holds ``notebooks/`` and ``datasets/``: the checkout, or the copy
+    shipped inside the installed package."""
+    root = checkout()
+    if root is not None:
+        return root
+    if (SHIPPED / "notebooks").is_dir():
+        return SHIPPED
+    raise command_error(PACKAGE, "this durablelab has no lessons (neither a checkout's "
+                        "notebooks/ nor a wheel's durablelab/lessons/)",
+                        "Install it from a wheel built by `python -m build`, or run it "
+                        "from a source checkout")
+
+
+def datasets_dir() -> Path:
+    """The ``datasets/`` folder (fault plans, model fixtures) of the checkout or the wheel."""
+    return lessons_root() / "datasets"
+
+
+def lessons(root: Path | None = None) -> list[Lesson]:
+    """The lessons in ``root/notebooks`` (default: `lessons_root()`), in order."""
+    folder = (root or lessons_root()) / "notebooks"
+    return [_lesson(path) for path in sorted(folder.glob("[0-9][0-9]_*.ipynb"))]
+
+
+def _lesson(path: Path) -> Lesson:
+    try:
+        nb = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise command_error(path, f"this lesson is not a readable notebook ({exc})",
+                            "Restore it from the checkout or the package") from None
+    cells = nb.get("cells", [])
+    text = ["".join(c.get("source", "")) for c in cells]
+    heading = next((line for t in text for line in t.splitlines() if line.startswith("# ")),
+                   f"# {path.stem}")
+    title = re.sub(r"^#\s*\d+\s*[·:.-]?\s*", "", heading).strip()
+    minutes = (nb.get("metadata", {}).get("durablelab") or {}).get("minutes")
+    if isinstance(minutes, int) and minutes > 0:
+        return Lesson(path.name[:2], title, minutes, False, path)
+    words = sum(len(t.split()) for t, c in zip(text, cells) if c.get("cell_type") == "markdown")
+    code = sum(1 for c in cells if c.get("cell_type") == "code")
+    return Lesson(path.name[:2], title, max(1, round(words / 150 + code)), True, path)
+
+
+# --- copying the lessons out of an installed package ------------------------------------
+
+
+def _shipped_files(source: Path) -> list[Path]:
+    """Every lesson file under `source`, relative to it (no caches, no checkpoints)."""
+    found = []
+    for folder in FOLDERS:
+        for path in sorted((source / folder).rglob("*")):
+            parts = path.relative_to(source).parts
+            if path.is_file() and not any(p.startswith(".") or p == "__pycache__"
+                                          for p in parts):
+                found.append(path.relative_to(source))
+    return found
+
+
+def copy_lessons(source: Path, target: Path) -> tuple[list[Path], list[Path]]:
+    """Copy the lesson files of `source` that `target` lacks; returns (copied, kept): kept
+    are files that were already there and differ from the shipped ones (the learner's
+    edits, or an older copy), which are left exactly as they are."""
+    copied, kept = [], []
+    for rel in _shipped_files(source):
+        there = target / rel
+        if there.exists():
+            if not there.is_file() or not filecmp.cmp(source / rel, there, shallow=False):
+                kept.append(rel)
+            continue
+        there.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source / rel, there)
+        copied.append(rel)
+    return copied, kept
+
+
+def prepare(into: str | None = None) -> Path:
+    """The folder JupyterLab should open: the checkout, or (installed) a folder the learner
+    owns holding a copy of the lessons, made or completed now. Says what it did."""
+    root = checkout()
+    if root is not None and into is None:
+        print(f"durablelab: opening the lessons of this checkout, {root / 'notebooks'}")
+        return root
+    source = lessons_root()
+    target = Path(into).expanduser() if into else DEFAULT_COPY.expanduser()
+    if target.exists() and not target.is_dir():
+        raise command_error(target, "this is a file, and the lessons need a folder",
+                            "Pass --into a folder (it is made if missing)")
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        copied, kept = copy_lessons(source, target)
+    except OSError as exc:
+        raise command_error(target, f"cannot copy the lessons here ({exc.strerror or exc})",
+                            "Pass --into a folder you can write to") from None
+    print(f"durablelab: the lessons are in {target} (yours to edit; `durablelab lab` "
+          f"never overwrites them)")
+    if copied:
+        print(f"  copied {len(copied)} file(s) that were missing")
+    if kept:
+        print(f"  kept your version of {len(kept)} file(s) that differ from this release's: "
+              f"{', '.join(str(p) for p in kept[:8])}{', ...' if len(kept) > 8 else ''} "
+              f"(delete one to get this release's copy)")
+    return target
+
+
+def lab_command(root: Path, extra: list[str], open_notebooks: bool = True) -> list[str]:
+    """The `jupyter lab` command line for `root`, with the learner's options `extra`."""
+    command = [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={root}"]
+    if open_notebooks and (root / "notebooks").is_dir():
+        command.append("--ServerApp.default_url=/lab/tree/notebooks")
+    if is_root() and "--allow-root" not in extra:
+        command.append("--allow-root")
+    return command + list(extra)
+
+
+def is_root() -> bool:
+    """Whether this process runs as root (a container, CI), where Jupyter refuses to start
+    without --allow-root."""
+    return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def open_lab(notebooks: str | None, extra: list[str], into: str | None = None) -> int:
+    """`durablelab lab`: find or copy the lessons, then replace this process by JupyterLab."""
+    if importlib.util.find_spec("jupyterlab") is None:
+        raise command_error(None, f"JupyterLab is not installed in this Python "
+                            f"({sys.executable})", "Install it with: pip install "
+                            "'durablelab[lab]'")
+    if notebooks is not None:
+        root = Path(notebooks).expanduser()
+        if not root.is_dir():
+            raise command_error(root, "no such folder", "Pass --notebooks a folder of "
+                                "notebooks, or leave it out to open the lessons")
+        command = lab_command(root, extra, open_notebooks=False)
+    else:
+        command = lab_command(prepare(into), extra)
+    if is_root() and "--allow-root" not in extra:
+        print("durablelab: running as root (a container or CI?), so JupyterLab gets "
+              "--allow-root")
+    sys.stdout.flush()
+    os.execv(sys.executable, command)
+    return 0  # not reached
