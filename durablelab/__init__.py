@@ -32,7 +32,8 @@ from .errors import (ActivityFailed, BudgetExceeded, DuplicateRunError, DurableL
 from .faults import FaultPlan
 from .retry import RetryPolicy, classify, next_delay
 from .compare import compare
-from .counterfactual import counterfactual
+from .amplification import retry_amplification
+from .counterfactual import counterfactual, failures_plan
 from .crashes import CrashReport, explore_crashes
 from . import matrix
 from .matrix import FaultMatrix, fault_matrix
@@ -56,7 +57,7 @@ __all__ = [
     "TemporalRunEnded", "export", "load", "compare", "ExportFormatError",
     "PolicyError",
     "workflow", "UnknownWorkflowWarning", "WorkflowRedefinedWarning", "from_dbos",
-    "explore_crashes", "CrashReport", "counterfactual", "fault_matrix", "FaultMatrix",
-    "matrix",
+    "explore_crashes", "CrashReport", "counterfactual", "failures_plan", "fault_matrix",
+    "FaultMatrix", "matrix", "retry_amplification",
     "ReadOnlyEngineError",
 ]

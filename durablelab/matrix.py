@@ -17,6 +17,7 @@ blip that a good policy rides out and a policy that gives up too early does not.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pandas as pd
@@ -114,13 +115,19 @@ def fault_matrix(policies: dict, failures=None, times: int | None = 2,
     Each run is deterministic (seed 0, virtual time), so the matrix is the same every time.
     """
     from .engine import Engine
-    if not isinstance(policies, dict) or not policies:
+    if not isinstance(policies, Mapping) or not policies:
         raise TypeError("fault_matrix(policies=...): give {name: RetryPolicy}, e.g. "
-                        "dl.presets or {'mine': dl.RetryPolicy(max_attempts=5)}")
+                        "{'mine': dl.RetryPolicy(max_attempts=5)}")
     for name, policy in policies.items():
         if not isinstance(policy, RetryPolicy):
             raise TypeError(f"fault_matrix(policies): {name!r} is {policy!r}, not a "
                             f"dl.RetryPolicy")
+        if times is None and policy.max_attempts is None and policy.cap(1) == 0:
+            raise ValueError(f"fault_matrix(policies): {name!r} retries without limit and "
+                             f"without waiting, so against a failure that never ends "
+                             f"(times=None) it would retry at one virtual instant forever; "
+                             f"give it a wait (initial > 0) or max_attempts, or give the "
+                             f"matrix times=N")
     names = list(FAILURES) if failures is None else list(failures)
     unknown = [n for n in names if n not in FAILURES]
     if unknown:

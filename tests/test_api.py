@@ -21,8 +21,9 @@ def test_public_names_are_pinned():
         "TemporalRunEnded", "export", "load", "compare", "ExportFormatError",
         "PolicyError",
         "workflow", "UnknownWorkflowWarning", "WorkflowRedefinedWarning", "from_dbos",
-        "explore_crashes", "CrashReport", "counterfactual", "fault_matrix", "FaultMatrix",
-        "matrix", "ReadOnlyEngineError"])
+        "explore_crashes", "CrashReport", "counterfactual", "failures_plan", "fault_matrix",
+        "FaultMatrix", "matrix", "retry_amplification",
+        "ReadOnlyEngineError"])
 
 
 def test_every_public_callable_has_a_docstring():

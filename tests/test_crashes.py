@@ -3,6 +3,8 @@ after every run. Without idempotency keys it finds exactly the crash window; wit
 nothing; with batch or exit durability, more."""
 
 import functools
+import re
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -196,3 +198,13 @@ def test_without_keys_exactly_the_effects_after_effect_points_break(steps):
     charges = set(history.position[history.name == "charge"].astype(int))
     assert len(charges) == steps.count("charge")
     assert broken_points(without) == {(p, "charge", "after_effect") for p in charges}
+
+
+def test_readme_crash_example_runs_verbatim():
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    code = re.search(r"## Crash points, counterfactuals, the fault matrix\n.*?```python\n(.*?)```",
+                     text, re.S).group(1)
+    space = {}
+    exec(compile(code, "README.md", "exec"), space)
+    assert broken_points(space["report"]) == {(8, "create_vendor", "after_effect"),
+                                              (9, "register_payee", "after_effect")}

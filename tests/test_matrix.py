@@ -69,10 +69,19 @@ def test_matrix_is_the_same_every_time(matrix):
 
 def test_matrix_plot_and_bad_arguments(matrix):
     fig = matrix.plot()
-    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == list(POLICIES)
+    assert [t.get_text().replace("\n", " ") for t in fig.axes[0].get_xticklabels()] == list(POLICIES)
     with pytest.raises(ValueError, match="unknown failure kind '418'"):
         dl.fault_matrix(POLICIES, failures=["418"])
     with pytest.raises(TypeError, match="'x' is 3, not a dl.RetryPolicy"):
         dl.fault_matrix({"x": 3})
     with pytest.raises(ValueError, match="use 'summary' or one of"):
         matrix.table("colour")
+    bare = dl.RetryPolicy(max_attempts=None, initial=0.0, backoff=1.0, max_interval=0.0)
+    with pytest.raises(ValueError, match="'bare' retries without limit and without waiting"):
+        dl.fault_matrix({"bare": bare}, times=None)
+
+
+def test_a_retry_without_wait_rides_out_a_blip_at_one_instant():
+    bare = dl.RetryPolicy(max_attempts=None, initial=0.0, backoff=1.0, max_interval=0.0)
+    row = dl.fault_matrix({"bare": bare}, failures=["503"], times=5).frame.iloc[0]
+    assert (row.status, row.attempts, row.virtual_duration) == ("completed", 6, 0.0)

@@ -34,7 +34,7 @@ def matrix_plot(matrix, *, width: float | None = None, title: str | None = None)
                 color="white" if r.status == "failed" else "black")
     ax.set_xlim(-0.5, len(policies) - 0.5)
     ax.set_ylim(len(failures) - 0.5, -0.5)
-    ax.set_xticks(range(len(policies)), policies, rotation=20, ha="right")
+    ax.set_xticks(range(len(policies)), [_wrap(p) for p in policies], fontsize=8.5)
     ax.set_yticks(range(len(failures)), failures)
     ax.xaxis.tick_top()
     ax.tick_params(length=0)
@@ -52,6 +52,14 @@ def matrix_plot(matrix, *, width: float | None = None, title: str | None = None)
               fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def _wrap(label: str, width: int = 14) -> str:
+    """A policy name on up to two lines, so neighbouring column labels never collide."""
+    if len(label) <= width or " " not in label:
+        return label
+    cut = min((i for i, ch in enumerate(label) if ch == " "), key=lambda i: abs(i - len(label) / 2))
+    return label[:cut] + "\n" + label[cut + 1:]
 
 
 __all__ = ["matrix_plot"]
