@@ -201,7 +201,9 @@ class _Runner:
     ended: a crash then reloads only the row's own run, as a fresh worker would, and the
     world the row's code reaches (``engine.world``) is the row's own. A row whose run does
     not end (it hangs, or waits for a signal that never comes) gets the next rows a new
-    engine, so nothing of it can run again in a later row's crash recovery."""
+    engine, so nothing of it can run again in a later row's crash recovery; so does a row
+    that left circuit-breaker state behind (breakers are shared by every run of an engine,
+    and one row's failures must not open the next row's breaker)."""
 
     def __init__(self, workflow, input, invariant, world, durability, signals):
         self.workflow, self.input, self.invariant = workflow, input, invariant
@@ -224,7 +226,7 @@ class _Runner:
         view = _RunView(engine, run_id)
         holds, why = _check(self.invariant, view, here)
         run = view if holds else view.full()    # a broken row keeps its Run
-        if view.status not in FINAL:
+        if view.status not in FINAL or engine._breakers:
             run = view.full()
             self.close()
         return run, holds, why, view.crashes_fired
@@ -244,8 +246,8 @@ def explore_crashes(workflow: Callable, input: Any, invariant: Callable, world=N
     the crash points (each activity's ``before_activity``, ``after_effect`` and
     ``after_record``, each wait's and each retry backoff's ``during_wait``). Then one run per
     point, and with ``pairs=True`` also one per pair of points (both crashes in one run,
-    each firing once), each in a fresh in-memory `Engine` with a fresh world, so no run sees
-    another's effects.
+    each firing once), each with a fresh world, in an in-memory `Engine` where no other run
+    is left unfinished, so no run sees another's effects.
 
     Args:
         workflow, input: what to run, as for `Engine.start` (seed 0, fixed run ids, so the
@@ -282,9 +284,10 @@ def explore_crashes(workflow: Callable, input: Any, invariant: Callable, world=N
         first = points[0] if points else None
         second = points[1] if len(points) > 1 else None
         if points and fired < len(points):
-            missed = ", ".join(p.label() for p in points[fired:]) if fired else \
-                ", ".join(p.label() for p in points)
-            why = why or f"did not fire ({missed}): the run never reached that point"
+            labels = " + ".join(p.label() for p in points)
+            why = why or (f"did not fire ({labels}): the run never reached that point"
+                          if len(points) == 1 else f"only {fired} of {len(points)} crashes "
+                          f"fired ({labels}): the run never reached the other point")
         rows.append((first.position if first else None, first.activity if first else None,
                      first.point if first else "none",
                      second.position if second else None, second.activity if second else None,
