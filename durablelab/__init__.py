@@ -16,19 +16,19 @@ a replay, not a repeated side effect.
     engine.run(run_id).result          # 'hello ada'
 """
 
-from . import faults, sim, viz
+from . import agents, faults, sim, viz
 from .clock import VirtualClock, WallClock
 from .context import Context, Saga
 from .diagnose import Diagnosis, diagnose
 from .breaker import CircuitBreaker
 from .budget import Budget
 from .engine import Engine, workflow
-from .errors import (ActivityFailed, BudgetExceeded, DuplicateRunError, DurableLabError,
-                     ModelOutputError, NonDeterminismError, NonRetryable, PolicyError,
-                     RateLimited, ReadOnlyEngineError,
-                     RunFinishedError, RunNotFoundError, RunTimedOut, SerializationError,
-                     StoreFormatError, StoreLockedError, Transient, UnknownWorkflowWarning,
-                     WorkflowError, WorkflowRedefinedWarning)
+from .errors import (ActivityFailed, AgentConfigError, BudgetExceeded, DuplicateRunError,
+                     DurableLabError, ModelOutputError, NonDeterminismError, NonRetryable,
+                     PolicyError, RateLimited, ReadOnlyEngineError, RunFinishedError,
+                     RunNotFoundError, RunTimedOut, SerializationError, StoreFormatError,
+                     StoreLockedError, Transient, UnknownWorkflowWarning, WorkflowError,
+                     WorkflowRedefinedWarning)
 from .faults import FaultPlan
 from .retry import RetryPolicy, classify, next_delay
 from .compare import compare
@@ -60,4 +60,5 @@ __all__ = [
     "explore_crashes", "CrashReport", "counterfactual", "failures_plan", "fault_matrix",
     "FaultMatrix", "matrix", "retry_amplification",
     "ReadOnlyEngineError",
+    "agents", "AgentConfigError",
 ]

@@ -26,8 +26,8 @@ RETRY_OUTCOMES = ("transient", "rate_limited", "timeout", "malformed", "non_retr
 
 COLUMNS = ["status", "virtual_duration", "attempts", "activities", "retries",
            *[f"retries_{o}" for o in RETRY_OUTCOMES], "retries_other", "crashes",
-           "effect_reexecutions", "model_calls", "input_tokens", "output_tokens", "tokens",
-           "cost", "wakeups", "events_replayed", "history_events", "history_bytes"]
+           "effect_reexecutions", "duplicates_prevented", "model_calls", "input_tokens",
+           "output_tokens", "tokens", "cost", "wakeups", "events_replayed", "history_events", "history_bytes"]
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
 
@@ -64,6 +64,11 @@ def compare(runs) -> pd.DataFrame:
       worker leaves no record at all. Whether a duplicate really happened is the service's
       to say: its ledger counts true duplicates (``service.duplicate_effects``), and a
       service that honours idempotency keys has none.
+    - ``duplicates_prevented``: the effect re-executions (as above) of activities that
+      recorded the idempotency key they passed on: a `dl.agents.react` tool records
+      ``{"result", "idempotency_key"}``, and a non-null key there means the repeated effect
+      carried the same key as the first, so a service that honours keys answered it from
+      its ledger instead of doing it twice.
     - ``model_calls``, ``input_tokens``, ``output_tokens``, ``tokens`` (input + output),
       ``cost``: over the activities whose recorded result is a dict with a ``"usage"`` dict
       (``input_tokens``, ``output_tokens``, ``cost``; a missing key counts 0), as
@@ -103,9 +108,19 @@ def metrics(run: Run) -> dict[str, Any]:
             retries[outcome if outcome in retries else "other"] += 1
         retries["other"] += count - len(rows)   # retries a source did not list one by one
     timeouts = sum(outcome == "timeout" for rows in by_position.values() for _, outcome in rows)
-    effect_crashes = sum(owner == run.run_id and point == "after_effect" for owner, point in
-                         zip(crashes["run_id"].tolist(), crashes["point"].tolist()))
+    # Where an effect may have run again: the run's own after_effect crashes, and time-outs.
+    rerun_at = [position for owner, point, position in
+                zip(crashes["run_id"].tolist(), crashes["point"].tolist(),
+                    crashes["position"].tolist())
+                if owner == run.run_id and point == "after_effect"]
+    effect_crashes = len(rerun_at)
+    rerun_at += [position for position, rows in by_position.items()
+                 for _, outcome in rows if outcome == "timeout"]
     names, values = history["name"].tolist(), history["value"].tolist()
+    keyed = {position for position, value, kind in zip(history["position"].tolist(), values,
+                                                        history["kind"].tolist())
+             if kind == "activity" and isinstance(value, dict)
+             and isinstance(value.get("idempotency_key"), str)}
     usage = [_usage(value) for value, ok, kind in
              zip(values, history["ok"].tolist(), history["kind"].tolist())
              if kind == "activity" and ok]
@@ -120,6 +135,7 @@ def metrics(run: Run) -> dict[str, Any]:
         **{f"retries_{name}": count for name, count in retries.items()},
         "crashes": len(crashes),
         "effect_reexecutions": effect_crashes + timeouts,
+        "duplicates_prevented": sum(position in keyed for position in rerun_at),
         "model_calls": len(usage),
         "input_tokens": sum(u[0] for u in usage),
         "output_tokens": sum(u[1] for u in usage),

@@ -287,6 +287,14 @@ def workflow_redefined(name: str, run_ids: list[str]) -> WorkflowRedefinedWarnin
         f"or those runs will stop with a NonDeterminismError.")
 
 
+class AgentConfigError(DurableLabError, ValueError, TypeError):
+    """`dl.agents.react` or a tool was given something it cannot use (a tool without a
+    docstring or type hints, an approval naming no tool, a model answer of the wrong
+    shape). A usage error: also a ValueError and a TypeError."""
+
+    fields = ("what",)
+
+
 def history_gap(path, run_id: str, position: int, expected: int) -> StoreFormatError:
     """A stored history whose positions do not run 1, 2, 3, ...: the table has no primary
     key (it would cost a sixth of a sync step), so a duplicate is caught here, on load."""

@@ -23,7 +23,8 @@ def test_public_names_are_pinned():
         "workflow", "UnknownWorkflowWarning", "WorkflowRedefinedWarning", "from_dbos",
         "explore_crashes", "CrashReport", "counterfactual", "failures_plan", "fault_matrix",
         "FaultMatrix", "matrix", "retry_amplification",
-        "ReadOnlyEngineError"])
+        "ReadOnlyEngineError",
+        "agents", "AgentConfigError"])
 
 
 def test_every_public_callable_has_a_docstring():

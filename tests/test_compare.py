@@ -83,7 +83,8 @@ def test_server_errors_on_attempts_1_and_2_are_two_transient_retries():
         "attempts": 3, "activities": 1, "retries": 2, "retries_transient": 2,
         "retries_rate_limited": 0, "retries_timeout": 0, "retries_malformed": 0,
         "retries_non_retryable": 0, "retries_circuit_open": 0, "retries_other": 0,
-        "crashes": 0, "effect_reexecutions": 0, "model_calls": 0, "input_tokens": 0,
+        "crashes": 0, "effect_reexecutions": 0, "duplicates_prevented": 0,
+        "model_calls": 0, "input_tokens": 0,
         "output_tokens": 0, "tokens": 0, "cost": 0.0,
         "wakeups": 3,                                      # start, retry, retry
         "events_replayed": 0,

@@ -284,9 +284,71 @@ class SimLLM:
         row = self._admit("agent_step", digest(json.dumps([messages, tools], sort_keys=True)),
                           idempotency_key, None)
         agent = _first_match(self._agents, first)
-        move = (_next_move(agent["steps"], messages, tools) if agent is not None
+        results = [m for m in messages if m.get("role") == "tool"]
+        move = (_next_move(agent["steps"], results, tools) if agent is not None
                 else {"final": self.scenario.get("default", DEFAULT_ANSWER)})
         return self._answer(row, {"model": self.name, **move}, seen, json.dumps(move))
+
+    def __call__(self, messages: list[dict], tools: list[dict], feedback: str | None = None,
+                 idempotency_key: str | None = None) -> dict:
+        """The agent model interface of `dl.agents.react`: the scripted agent's next move.
+
+        `messages` are chat messages (user first; ``{"role": "tool", "tool_call_id",
+        "name", "content": JSON text}`` for each tool result, an ``{"error": ...}`` object
+        when the tool failed or was not approved); `tools` are ``{"name", "description",
+        "parameters"}``. Returns ``{"model", "content", "tool_calls": [{"id", "name",
+        "arguments"}], "usage"}``: either tool calls, or a final ``content``.
+
+        The policy is the ``steps`` of the first scenario agent whose ``match`` is found in
+        the first user message; the step to play is the number of tool calls that succeeded.
+        A step's ``mistake`` (a misspelled argument, say) is played the first time a
+        conversation is seen; when the agent loop rejects it, the call comes back with
+        ``feedback=`` (the validation error) and the step's correct ``call`` is played (as
+        it is when the same conversation is asked again, after a 429 say). A tool that was not approved ends the script
+        with an answer that says so. With ``malformed_rate=p`` a first-try call comes back
+        with broken arguments (a renamed field, or truncated JSON text) with probability p,
+        drawn like `complete`'s defects. Raises `RateLimited` like `complete`.
+        """
+        names = [t["name"] for t in tools]
+        first = next((m.get("content") or "" for m in messages if m.get("role") == "user"), "")
+        seen = " ".join([*(str(m.get("content") or "") for m in messages),
+                         *(json.dumps(m["tool_calls"]) for m in messages if m.get("tool_calls")),
+                         *(json.dumps(t, sort_keys=True) for t in tools),
+                         *([feedback] if feedback else [])])
+        conversation = json.dumps([messages, tools], sort_keys=True)
+        row = self._admit("agent", digest(conversation), idempotency_key, feedback)
+        agent = _first_match(self._agents, first)
+        results = [{"name": m.get("name"), **_observation(m.get("content"))}
+                   for m in messages if m.get("role") == "tool"]
+        refused = next((r for r in reversed(results) if "not approved" in str(r.get("error"))),
+                       None)
+        if refused is not None:
+            move = {"final": f"I could not finish: {refused['name']} was not approved, so I "
+                             f"stopped there."}
+        elif agent is None:
+            move = {"final": self.scenario.get("default", DEFAULT_ANSWER)}
+        else:
+            # Asked the same conversation again (a retry after a 429, a lost answer), the
+            # model does not repeat its mistake; told what was wrong, it fixes it.
+            again = self._answered[digest(conversation)] > 0
+            move = _next_move(agent["steps"], results, names, repaired=feedback is not None
+                              or again)
+        if "tool_calls" in move:
+            key = digest(conversation)
+            asked_before = self._answered[key]
+            self._answered[key] += 1
+            calls = [{"id": f"call_{asked_before}_{i + 1}", **c}
+                     for i, c in enumerate(move["tool_calls"])]
+            rng = random.Random(f"agent:{self.seed}:{self.name}:{key}:{asked_before}")
+            if feedback is None and rng.random() < self.malformed_rate:
+                row["defect"] = rng.choice(("schema", "truncated"))
+                calls[0] = {**calls[0], "arguments": _break_arguments(
+                    calls[0]["arguments"], row["defect"], rng)}
+            reply = {"model": self.name, "content": None, "tool_calls": calls}
+        else:
+            reply = {"model": self.name, "content": move["final"], "tool_calls": []}
+        said = json.dumps({k: reply[k] for k in ("content", "tool_calls")}, sort_keys=True)
+        return self._answer(row, reply, seen, said)
 
     # --- ledger ----------------------------------------------------------------------------
     def reset(self) -> None:
@@ -359,8 +421,29 @@ def _break(text: str, answer: Any, defect: str, rng: random.Random) -> str:
     return json.dumps({renamed if k == field else k: v for k, v in answer.items()})
 
 
-def _next_move(steps: list[dict], messages: list[dict], tools: list[str]) -> dict:
-    results = [m for m in messages if m.get("role") == "tool"]
+def _observation(content) -> dict:
+    """A tool message's content as a dict: ``{"error": ...}`` marks a failed call."""
+    try:
+        value = json.loads(content) if isinstance(content, str) else content
+    except json.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) and "error" in value else {}
+
+
+def _break_arguments(arguments: dict, defect: str, rng: random.Random):
+    text = json.dumps(arguments)
+    if defect == "truncated" or not arguments:
+        return text[:rng.randint(1, max(1, len(text) - 1))]
+    field = rng.choice(sorted(arguments))
+    return {(field.replace("_", "") if "_" in field else field.title()) if k == field else k: v
+            for k, v in arguments.items()}
+
+
+def _next_move(steps: list[dict], results: list[dict], tools: list[str],
+               repaired: bool = False) -> dict:
+    """The scripted move after `results` (one dict per tool result, ``"error"`` in a failed
+    one). A step's ``mistake`` comes first; it is corrected after a tool error, or at once
+    when the call is a repair (`repaired`: the agent loop sent the validation error back)."""
     done = sum(1 for m in results if "error" not in m)
     if done >= len(steps):
         return {"final": "I have done everything I was asked to do."}
@@ -373,7 +456,8 @@ def _next_move(steps: list[dict], messages: list[dict], tools: list[str]) -> dic
         if "error" not in m:
             break
         since += 1
-    call = step["mistake"] if "mistake" in step and since == 0 else step["call"]
+    wrong = "mistake" in step and since == 0 and not repaired
+    call = step["mistake"] if wrong else step["call"]
     if call["name"] not in tools:
         return {"final": f"I cannot finish: I need the tool {call['name']!r}, which I was "
                          f"not given."}
