@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import durablelab as dl
 from durablelab import agents
-from durablelab.agents.shop import SHOPS, TASK, Shop, durable_agent
+from durablelab.agents.shop import TASK, Shop, durable_agent
 from durablelab.faults import Crash, ServerError
 from durablelab.sim import Payments, SimLLM
 
@@ -21,11 +21,9 @@ FINAL = "Order A-1001 is paid"
 
 
 def start(engine, shop, **options):
-    """Start the shop's agent as a run; its world is registered under the run id."""
-    run_id = options.pop("run_id", f"agent-{len(SHOPS)}")
-    SHOPS[run_id] = shop
-    engine.start(durable_agent, {"shop": run_id}, run_id=run_id, **options)
-    return run_id
+    """Start the shop's agent as a run of `engine`, in the world `shop`."""
+    engine.world = shop
+    return engine.start(durable_agent, TASK, **options)
 
 
 def model_positions(run):
@@ -267,15 +265,14 @@ def test_model_failing_for_good_without_fallback_fails_the_run():
 
 # --- approval gates --------------------------------------------------------------------
 
-def approval_run(engine, shop, approval=("charge_card",)):
-    shop_id = f"approve-{len(SHOPS)}"
-    SHOPS[shop_id] = shop
+def gated_agent(ctx, approval):
+    shop = ctx.world
+    return agents.react(ctx, TASK, model=shop.model, tools=shop.tools, approval=approval)
 
-    def wf(ctx, shop_id):
-        s = SHOPS[shop_id]
-        return agents.react(ctx, TASK, model=s.model, tools=s.tools, approval=list(approval)
-                            if not isinstance(approval, dict) else approval)
-    return engine.start(wf, shop_id, run_id=shop_id)
+
+def approval_run(engine, shop, approval=("charge_card",)):
+    engine.world = shop
+    return engine.start(gated_agent, approval if isinstance(approval, dict) else list(approval))
 
 
 def test_approval_gate_waits_then_runs_once_on_a_double_click(tmp_path):
@@ -287,7 +284,7 @@ def test_approval_gate_waits_then_runs_once_on_a_double_click(tmp_path):
     assert engine.run(run_id).status == "waiting" and shop.payments.effects == []
     asked = shop.llm.usage["calls"]
     engine.close()                                        # the worker goes away mid-wait
-    engine = dl.Engine(path)
+    engine = dl.Engine(path, world=shop)
     engine.advance(3600)
     assert shop.llm.usage["calls"] == asked               # recovery asked the model nothing
     assert engine.signal(run_id, "approve:charge_card", {"approved": True}, signal_id="click")
@@ -373,7 +370,7 @@ CRASH_RULES = st.lists(st.tuples(
     st.integers(1, 3)), min_size=1, max_size=4)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rules=CRASH_RULES, durability=st.sampled_from(["sync", "batch"]),
        seed=st.integers(0, 50))
 def test_crashes_never_double_an_effect_nor_repeat_a_recorded_model_call(rules, durability,

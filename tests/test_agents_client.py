@@ -82,14 +82,14 @@ def test_503_is_retried_and_costs_no_turn():
 
 
 def test_a_hang_is_cut_by_the_client_time_out_and_retried():
-    with FakeChatServer(script=["hang"], hang=2.0) as server:
+    with FakeChatServer(script=["hang"], hang=5.0) as server:
         started = time.monotonic()
         run, _ = run_agent(server, timeout=0.2)
         elapsed = time.monotonic() - started
     first = model_attempts(run).iloc[0]
     assert first.outcome == "timeout" and "did not answer within 0.2s" in first.error
     assert run.result["stop_reason"] == "answered"
-    assert elapsed < 2.0                                  # the client gave up, not the server
+    assert elapsed < 4.0                                  # the client gave up, not the server
 
 
 def test_malformed_arguments_are_repaired_without_a_turn():
@@ -184,7 +184,7 @@ def test_recorded_answers_replay_without_the_network(tmp_path):
     assert len(server.requests) == asked + 1              # only the last turn is new
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rules=st.lists(st.tuples(
     st.sampled_from(["model", "charge_card", "send_receipt"]),
     st.sampled_from(["before_activity", "after_effect", "after_record"]),

@@ -178,17 +178,15 @@ def naive_agent(shop: Shop, task: str = TASK, max_turns: int = 10, restarts: int
     return {**shop.outcome(False), "restarts": restarts}
 
 
-def durable_agent(ctx, input: dict) -> dict:
-    """The same agent as workflow code: ``react`` over the shop's model and tools.
-
-    The shop is looked up by ``input["shop"]`` in `SHOPS` (the world lives outside the
-    worker: a crash does not reset it)."""
-    shop = SHOPS[input["shop"]]
-    return react(ctx, input.get("task", TASK), model=shop.model, tools=shop.tools)
-
-
-#: the worlds `durable_agent` runs in, by name: outside the worker, like any world.
-SHOPS: dict[str, Shop] = {}
+def durable_agent(ctx, task: str = TASK) -> dict:
+    """The same agent as workflow code: `react` over the model and tools of the run's
+    world, a `Shop` (``dl.Engine(world=shop)``; outside the worker: a crash resets none of
+    it)."""
+    shop = ctx.world
+    if not isinstance(shop, Shop):
+        raise TypeError(f"durable_agent runs in a Shop: open the engine with "
+                        f"dl.Engine(world=Shop(...)), not world={shop!r}")
+    return react(ctx, task, model=shop.model, tools=shop.tools)
 
 
 def naive_vs_durable(seeds=range(40), **faults):
@@ -202,15 +200,13 @@ def naive_vs_durable(seeds=range(40), **faults):
     rows = []
     for seed in seeds:
         rows.append({"approach": "naive", "seed": seed, **naive_agent(Shop(seed, **faults))})
-    names = {seed: f"shop-{seed}" for seed in seeds}
     with Engine(durability="exit") as engine:
         for seed in seeds:     # one after the other: a crash kills every run in flight
-            shop = SHOPS[names[seed]] = Shop(seed, **faults)
-            engine.start(durable_agent, {"shop": names[seed]}, run_id=f"durable-{seed}",
-                         faults=shop.crash_plan(), seed=seed)
+            shop = engine.world = Shop(seed, **faults)
+            run_id = engine.start(durable_agent, TASK, run_id=f"durable-{seed}",
+                                  faults=shop.crash_plan(), seed=seed)
             engine.run_until_idle()
-        for seed in seeds:
-            run, shop = engine.run(f"durable-{seed}"), SHOPS.pop(names[seed])
+            run = engine.run(run_id)
             answered = run.status == "completed" and run.result["stop_reason"] == "answered"
             shop.crashes = len(run.crashes)
             rows.append({"approach": "durable", "seed": seed, **shop.outcome(answered),
@@ -253,4 +249,4 @@ def plot(frame):
 
 
 __all__ = ["Shop", "naive_agent", "durable_agent", "naive_vs_durable", "summary", "plot",
-           "TASK", "SHOPS", "WorkerDied"]
+           "TASK", "WorkerDied"]
