@@ -131,10 +131,11 @@ class Shop:
                           for name in TOOL_NAMES[1:]] if self.crash else [])
 
     def outcome(self, answered: bool) -> dict:
-        """What the run did to the world: success, duplicates, model calls, tokens, cost."""
+        """What the run did to the world: success (it answered, the card was charged once
+        and one receipt sent), duplicates, model calls, tokens, cost."""
         charges, emails = len(self.payments.effects), len(self.email.effects)
         usage = self.llm.usage
-        return {"success": bool(answered and charges >= 1 and emails >= 1),
+        return {"success": bool(answered and charges == 1 and emails == 1),
                 "charges": charges, "emails": emails,
                 "duplicates": max(0, charges - 1) + max(0, emails - 1),
                 "model_calls": usage["calls"],
@@ -243,7 +244,7 @@ def plot(frame):
         ax.set_ylabel(label)
         ax.set_ylim(0, max(values) * 1.25 if max(values) > 0 else 1)
         ax.set_title(label.split(" (")[0], fontsize=10)
-    axes[0].legend(title=f"{int(table['runs'].iloc[0])} seeds each", loc="lower right")
+    axes[0].legend(title=f"{int(table['runs'].iloc[0])} seeds each", loc="upper left")
     fig.suptitle("The same agent under the same faults: naive loop vs durable (react)")
     return fig
 
