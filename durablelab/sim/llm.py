@@ -16,7 +16,9 @@ can assert it:
   (seed, model name, prompt digest, how often that prompt was answered before): the same
   seed and the same sequence of calls break the same answers the same way;
 - a call that carries ``feedback=`` (the previous validation error) is a repair, and the
-  model gets it right, unless the scenario marks it hopeless for that prompt.
+  model gets it right, unless the scenario marks it hopeless for that prompt;
+- called as ``llm(messages, tools, feedback=None)``, it is an agent model for
+  `dl.agents.react`: the scenario's ``agents`` script its tool calls and final answer.
 
 Like the services, a `SimLLM` lives outside the worker: `engine.crash()` does not reset
 its ledger (`calls`, `usage`) or its rate limiter.
@@ -304,8 +306,8 @@ class SimLLM:
         A step's ``mistake`` (a misspelled argument, say) is played the first time a
         conversation is seen; when the agent loop rejects it, the call comes back with
         ``feedback=`` (the validation error) and the step's correct ``call`` is played (as
-        it is when the same conversation is asked again, after a 429 say). A tool that was not approved ends the script
-        with an answer that says so. With ``malformed_rate=p`` a first-try call comes back
+        it is when the same conversation is asked again, after a 429 say). A tool that was
+        not approved ends the script with an answer that says so. With ``malformed_rate=p`` a first-try call comes back
         with broken arguments (a renamed field, or truncated JSON text) with probability p,
         drawn like `complete`'s defects. Raises `RateLimited` like `complete`.
         """
