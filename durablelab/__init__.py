@@ -27,7 +27,8 @@ from .errors import (ActivityFailed, AgentConfigError, BudgetExceeded, Duplicate
                      DurableLabError, ModelOutputError, NonDeterminismError, NonRetryable,
                      PolicyError, RateLimited, ReadOnlyEngineError, RunFinishedError,
                      RunNotFoundError, RunTimedOut, SerializationError, StoreFormatError,
-                     StoreLockedError, Transient, UnknownWorkflowWarning, WorkflowError,
+                     StoreLockedError, SweepError, ConfigError, Transient,
+                     UnknownWorkflowWarning, WorkflowError,
                      WorkflowRedefinedWarning)
 from .faults import FaultPlan
 from .retry import RetryPolicy, classify, next_delay
@@ -41,6 +42,8 @@ from .export import ExportFormatError, export, load
 from .run import Run
 from .structured import ask_structured, structured
 from .backends.dbos_import import from_dbos
+from .experiments import Experiment, sweep
+from .presets import presets
 from .temporal import TemporalHistoryError, TemporalRunEnded, decode_payloads, load_temporal
 
 __version__ = "0.1.0"
@@ -61,4 +64,5 @@ __all__ = [
     "FaultMatrix", "matrix", "retry_amplification",
     "ReadOnlyEngineError",
     "agents", "AgentConfigError",
+    "sweep", "Experiment", "presets", "SweepError", "ConfigError",
 ]

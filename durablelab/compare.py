@@ -36,7 +36,9 @@ def compare(runs) -> pd.DataFrame:
     """A DataFrame of metrics, one row per run, indexed by ``run_id``.
 
     `runs` is a list of `Run`, a single `Run`, an `Engine` (all its runs) or the path of a
-    file written by `dl.export`. Columns (times in seconds of the engine's clock):
+    file written by `dl.export`. Experiments (from `dl.sweep` or `dl.load`: one, a list, or
+    ``{label: experiment}``) give their ``cells`` side by side instead, one frame with an
+    ``experiment`` column first. Columns for runs (times in seconds of the engine's clock):
 
     - ``status``: running, waiting, completed, failed, continued or diverged.
     - ``virtual_duration``: ``ended_at - started_at``; for an unfinished run, the latest
@@ -83,6 +85,12 @@ def compare(runs) -> pd.DataFrame:
       compact JSON (a missing value counts 0). It measures what a run stores and replays,
       the same for a run from the engine and one loaded from an export.
     """
+    from .experiments import Experiment, compare_experiments
+    items = list(runs.values()) if isinstance(runs, dict) else (
+        [runs] if isinstance(runs, Experiment) else runs if isinstance(runs, (list, tuple))
+        else None)
+    if items and all(isinstance(item, Experiment) for item in items):
+        return compare_experiments(runs)
     rows = [metrics(run) for run in as_runs(runs)]
     frame = pd.DataFrame(rows, columns=["run_id", *COLUMNS]).set_index("run_id")
     return frame

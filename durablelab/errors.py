@@ -295,6 +295,21 @@ class AgentConfigError(DurableLabError, ValueError, TypeError):
     fields = ("what",)
 
 
+class SweepError(UsageError, ValueError):
+    """A sweep that cannot run as asked: a bad name, policy, plan, input or option, an
+    unpicklable workflow or world for ``processes=``, or a results file made by another
+    sweep."""
+
+    fields = ("argument",)
+
+
+class ConfigError(DurableLabError, ValueError):
+    """A sweep config file (TOML or JSON) that cannot be used: it names the file, the key
+    and what is allowed there."""
+
+    fields = ("path", "key", "allowed")
+
+
 def history_gap(path, run_id: str, position: int, expected: int) -> StoreFormatError:
     """A stored history whose positions do not run 1, 2, 3, ...: the table has no primary
     key (it would cost a sixth of a sync step), so a duplicate is caught here, on load."""

@@ -158,7 +158,9 @@ def export(runs_or_experiment, path) -> Path:
     Args:
         runs_or_experiment: a `Run`, a list of runs, or anything with ``runs()`` (a
             DataFrame with a ``run_id`` column) and ``run(run_id)``, such as an `Engine`:
-            then all its runs.
+            then all its runs. An `Experiment` (from `dl.sweep`) is written in its own
+            format (`durablelab.experiments.io`: its spec, a row per run, the load), and
+            `load` gives the `Experiment` back.
         path: the file to write; its extension picks the format. It is written to a
             temporary file first and renamed, so a crash never leaves half an export.
 
@@ -166,6 +168,9 @@ def export(runs_or_experiment, path) -> Path:
     or a frame without the documented columns, and `SerializationError` for a value that is
     not JSON (naming the run, the frame, the row and the column).
     """
+    from .experiments import Experiment
+    if isinstance(runs_or_experiment, Experiment):   # its own format: durablelab.experiments.io
+        return runs_or_experiment.export(path)
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in (".jsonl", ".parquet"):
@@ -307,6 +312,7 @@ def _write_parquet(path: Path, records: list[tuple], texts: list[str]) -> None:
 
 def load(path) -> list[Run]:
     """Read runs written by `export` (JSON Lines or Parquet; told apart by their bytes).
+    A file holding an exported `Experiment` gives that `Experiment` back instead.
 
     The runs come back with the same frames, dtypes, results and errors they were exported
     with, so every view (`Run.timeline`, `dl.compare`, the replay explorer) accepts them,
@@ -320,6 +326,10 @@ def load(path) -> list[Run]:
     if kind == "directory":
         raise _error(path, None, "file", "this is a directory, not a file; give the path of "
                      "an export written by dl.export (.jsonl, .parquet)")
+    if kind in ("parquet", "text"):
+        from .experiments.io import is_experiment_file, load_experiment
+        if is_experiment_file(path):                  # an exported Experiment
+            return load_experiment(path)
     if kind == "pickle":
         raise _error(path, None, "file", "this is a Python pickle, not a durablelab export, "
                      "and durablelab never unpickles (loading a pickle can run any code); ask "

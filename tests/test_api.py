@@ -24,7 +24,8 @@ def test_public_names_are_pinned():
         "explore_crashes", "CrashReport", "counterfactual", "failures_plan", "fault_matrix",
         "FaultMatrix", "matrix", "retry_amplification",
         "ReadOnlyEngineError",
-        "agents", "AgentConfigError"])
+        "agents", "AgentConfigError",
+        "sweep", "Experiment", "presets", "SweepError", "ConfigError"])
 
 
 def test_every_public_callable_has_a_docstring():

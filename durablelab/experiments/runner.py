@@ -1,0 +1,263 @@
+"""Running the runs of a sweep, and reading each one's metrics straight from the engine.
+
+A sweep's unit of work is a *job*: some runs of one cell (policy, fault plan). Two ways to
+run one:
+
+- **With contention** every run of the cell starts in one engine around one world
+  (``world(engine.clock)``), so they meet in the same rate limiter at the same virtual
+  instants: a storm without jitter is a real storm.
+- **Isolated** each run gets a fresh world on a fresh clock starting at 0, and nothing of
+  another run: no shared breaker, no other run's crash. Opening an engine costs about
+  24 ms (a DuckDB connection and its schema), a hundred times what a small run costs, so
+  an `Isolated` runner keeps one in-memory engine and clears it between runs instead: the
+  run's rows wait in the in-memory store's queue (`durablelab.store`) and are dropped
+  unwritten when the run has ended, so the next run starts from an empty store. A run that
+  crashed has been through recovery, which writes the queue to DuckDB to read it back, so
+  after such a run the tables are emptied (a few statements). `tests/test_sweep.py` checks
+  that this gives exactly what a fresh engine per run gives.
+
+Metrics come from the engine's in-memory state of each run, not from `Run` frames: building
+four DataFrames costs a millisecond a run, more than the run itself. They mean exactly what
+`dl.compare` means by them (the tests compare the two on the same runs).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any
+
+from ..clock import VirtualClock
+from ..compare import RETRY_OUTCOMES
+from ..engine import Engine
+
+#: Columns of a run's metrics row, after (input, policy, fault_plan, seed, run_id).
+METRICS = ["status", "error", "virtual_duration", "attempts", "activities", "retries",
+           *[f"retries_{o}" for o in RETRY_OUTCOMES], "retries_other", "crashes",
+           "model_calls", "input_tokens", "output_tokens", "tokens", "cost",
+           "duplicate_effects", "wakeups", "events_replayed", "history_events"]
+
+#: An isolated runner's engine is replaced after this many runs (it never grows: this
+#: only bounds what a long-lived process keeps, such as the plans it has parsed).
+RECYCLE_EVERY = 5000
+
+_STORE_TABLES = ("event_log", "attempts", "runs", "signals", "faults", "crashes", "wakeups")
+
+
+def run_metrics(state, crashes: int, world) -> dict[str, Any]:
+    """The metrics of one run from the engine's state of it (see `dl.compare`)."""
+    by_position: dict[int, list] = {}   # position -> [(attempt, outcome)], crashes left out
+    for position, rows in state.attempts.items():
+        for row in rows:
+            if row[6] != "crashed":
+                by_position.setdefault(position, []).append((row[4], 1, row[3], row[6]))
+    usage_in = usage_out = 0
+    cost = 0.0
+    model_calls = 0
+    for e in state.history:
+        if e.kind != "activity":
+            continue
+        by_position.setdefault(e.position, []).append((e.started_at, 1, e.attempt, e.outcome))
+        if e.ok and e.value is not None and '"usage"' in e.value:
+            usage = _usage(e.loads())
+            if usage is not None:
+                model_calls += 1
+                usage_in += usage[0]
+                usage_out += usage[1]
+                cost += usage[2]
+    if state.inflight is not None:
+        o = state.inflight
+        by_position.setdefault(o["position"], []).append((o["started_at"], 3, o["attempt"],
+                                                          "in_flight"))
+    retries = dict.fromkeys([*RETRY_OUTCOMES, "other"], 0)
+    n_attempts = 0
+    for rows in by_position.values():
+        rows.sort(key=lambda r: (r[0], r[1], r[2] if r[2] is not None else 0))
+        numbers = [r[2] for r in rows if r[2] is not None]
+        count = max(len(rows), max(numbers) if numbers else 0)
+        n_attempts += count
+        for row in rows[:-1]:
+            retries[row[3] if row[3] in retries else "other"] += 1
+        retries["other"] += count - len(rows)
+    if state.ended_at is not None:
+        duration = state.ended_at - state.started_at
+    else:
+        instants = [e.recorded_at for e in state.history[-1:]]
+        instants += [row[5] for rows in state.attempts.values() for row in rows]
+        instants += [row[1] for row in state.wakeups]
+        duration = max(instants) - state.started_at if instants else 0.0
+    error = state.error
+    return {
+        "status": state.status,
+        "error": None if error is None else type(error).__name__,
+        "virtual_duration": float(duration),
+        "attempts": n_attempts,
+        "activities": len(by_position),
+        "retries": n_attempts - len(by_position),
+        **{f"retries_{name}": count for name, count in retries.items()},
+        "crashes": crashes,
+        "model_calls": model_calls,
+        "input_tokens": usage_in,
+        "output_tokens": usage_out,
+        "tokens": usage_in + usage_out,
+        "cost": float(cost),
+        "duplicate_effects": duplicate_effects(world, state.run_id),
+        "wakeups": len(state.wakeups),
+        "events_replayed": sum(row[3] for row in state.wakeups),
+        "history_events": len(state.history),
+    }
+
+
+def _usage(value) -> tuple | None:
+    usage = value.get("usage") if isinstance(value, dict) else None
+    if not isinstance(usage, dict):
+        return None
+
+    def number(key):
+        v = usage.get(key, 0)
+        return v if isinstance(v, (int, float)) and not isinstance(v, bool) else 0
+    return number("input_tokens"), number("output_tokens"), number("cost")
+
+
+# --- what the world says ---------------------------------------------------------------------
+def parts(world) -> list[tuple[str, Any]]:
+    """(name, object) of the world's parts: the world itself, and its attributes or items
+    (a world is usually a small object or dict of services, models and limiters)."""
+    if world is None:
+        return []
+    found = [("world", world)]
+    items = world.items() if isinstance(world, dict) else getattr(world, "__dict__", {}).items()
+    found += [(str(name), value) for name, value in items if not str(name).startswith("_")]
+    return found
+
+
+def duplicate_effects(world, run_id: str) -> int:
+    """Effects a service created again for one of this run's idempotency keys
+    (``"{run_id}:{position}"``): what keys exist to prevent (`Service.duplicate_effects`,
+    counted per run)."""
+    total = 0
+    prefix = run_id + ":"
+    for _, part in parts(world):
+        effects = getattr(part, "effects", None)
+        if not isinstance(effects, list):
+            continue
+        keys = Counter(e.get("key") for e in effects if isinstance(e, dict)
+                       and isinstance(e.get("key"), str) and e["key"].startswith(prefix))
+        total += sum(n - 1 for n in keys.values())
+    return total
+
+
+def stamped_calls(world) -> dict[str, list[float]]:
+    """The request instants of each part of the world that stamps its calls on the
+    engine's clock: a ``calls`` list of dicts with ``"at"`` (as `SimLLM` keeps), named
+    after the part, or such a list held by the world itself, named after its attribute."""
+    found = {}
+    for name, part in parts(world):
+        calls = part if isinstance(part, list) else getattr(part, "calls", None)
+        if isinstance(calls, list) and calls and isinstance(calls[0], dict) and "at" in calls[0]:
+            found[name] = [c["at"] for c in calls]
+    return found
+
+
+def request_starts(state) -> list[tuple[str, float]]:
+    """(activity, started_at) of every attempt of a run that reached the activity (crashes
+    before it do not)."""
+    starts = [(row[2], row[4]) for rows in state.attempts.values() for row in rows
+              if row[6] != "crashed"]
+    starts += [(e.name, e.started_at) for e in state.history
+               if e.kind == "activity" and e.started_at is not None]
+    return starts
+
+
+def add_load(load: dict, source: str, instants, offset: float = 0.0) -> None:
+    """Count requests per whole virtual second: load[(source, second)] += 1."""
+    for t in instants:
+        if t is not None and math.isfinite(t):
+            key = (source, int((t - offset) // 1))
+            load[key] = load.get(key, 0) + 1
+
+
+# --- jobs -------------------------------------------------------------------------------------
+class Isolated:
+    """Runs one run at a time, each alone, in one reused in-memory engine (see above)."""
+
+    def __init__(self):
+        self.engine: Engine | None = None
+        self.used = 0
+
+    def run(self, workflow, input_value, run_id, policies, plan, seed, world_factory,
+            timeout, load: dict) -> dict:
+        if self.engine is None or self.used >= RECYCLE_EVERY:
+            self.close()
+            self.engine = Engine()
+            self.used = 0
+        engine = self.engine
+        self.used += 1
+        clock = engine.clock = VirtualClock()       # every run starts at t=0
+        world = world_factory(clock) if world_factory is not None else None
+        engine._breakers = {}                       # a breaker is the worker's, per run here
+        engine._worlds = {run_id: world} if world is not None else {}
+        engine.start(workflow, input_value, run_id=run_id, faults=plan, seed=seed,
+                     timeout=timeout, policies=policies)
+        engine.run_until_idle()
+        state = engine._runs[run_id]
+        crashed = sum(1 for row in state.fault_rows if row[2] == "Crash")
+        metrics = run_metrics(state, crashed, world)
+        for name, at in request_starts(state):
+            add_load(load, name, (at,))
+        for name, instants in stamped_calls(world).items():
+            add_load(load, name, instants)
+        self._clear(crashed)
+        return metrics
+
+    def _clear(self, crashed: int) -> None:
+        engine = self.engine
+        engine._runs = {}
+        engine._heap = []
+        engine._worlds = {}
+        engine._telemetry = []
+        store = engine.store
+        if store._queue is not None:
+            store._queue.clear()                    # the ended run's rows, never written
+        if crashed:                                 # recovery wrote them to read them back
+            for table in _STORE_TABLES:
+                store.con.execute(f"DELETE FROM {table}")
+
+    def close(self) -> None:
+        if self.engine is not None:
+            if self.engine.store._queue is not None:
+                self.engine.store._queue.clear()
+            self.engine.close()
+            self.engine = None
+
+
+def run_contended(workflow, runs, policies, plan, world_factory, timeout, load: dict) -> list:
+    """All `runs` ((input value, run id, seed)) of a cell at once, in one engine around one
+    world. Returns their metrics in the order given."""
+    engine = Engine()
+    try:
+        world = world_factory(engine.clock) if world_factory is not None else None
+        engine.world = world
+        for input_value, run_id, seed in runs:
+            engine.start(workflow, input_value, run_id=run_id, faults=plan, seed=seed,
+                         timeout=timeout, policies=policies)
+        engine.run_until_idle()
+        crash_times = [row[0] for row in engine.store.fetch("SELECT crashed_at FROM crashes")]
+        out = []
+        for _, run_id, _ in runs:
+            state = engine._runs[run_id]
+            if state.history is None:               # ended before a crash reloaded the store
+                engine._load_ended(state)
+            end = state.ended_at if state.ended_at is not None else float("inf")
+            crashes = sum(1 for t in crash_times if state.started_at < t <= end)
+            out.append(run_metrics(state, crashes, world))
+            for name, at in request_starts(state):
+                add_load(load, name, (at,))
+        for name, instants in stamped_calls(world).items():
+            add_load(load, name, instants)
+        return out
+    finally:
+        engine.close()
+
+
+__all__ = ["METRICS", "Isolated", "run_contended", "run_metrics", "duplicate_effects"]

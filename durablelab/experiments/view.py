@@ -1,0 +1,214 @@
+"""`Experiment`: what a sweep found, as tables and pictures.
+
+``frame`` has a row per run; ``cells`` a row per (policy, fault plan) with the success rate
+and its 95 % confidence interval, completion-time percentiles, what the retries cost, and
+the load each activity or service saw. ``heatmap`` and ``load_plot`` draw them; ``runs()``
+gives the runs themselves, made again on demand (a sweep is deterministic, so a run made
+again is the run that was measured).
+
+About the confidence intervals: they are Wilson score intervals that treat every run of a
+cell as an independent trial. Fault draws depend on the seed, the rule and the position,
+not on the input, so runs that share a seed meet the same faults: with many inputs and few
+seeds the runs are not independent and the interval is too narrow. Add seeds, not inputs,
+to narrow it honestly.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..errors import SweepError
+from .runner import METRICS
+
+#: z for a two-sided 95 % interval.
+Z95 = 1.959963984540054
+CI_NOTE = ("success_low/high: 95 % Wilson interval over the cell's runs. Fault draws depend "
+           "on the seed, the rule and the position, not on the input: runs sharing a seed "
+           "meet the same faults, so add seeds, not inputs, to narrow it honestly.")
+
+_SUMS = ["attempts", "retries", "crashes", "model_calls", "input_tokens", "output_tokens",
+         "tokens", "cost", "duplicate_effects", "wakeups", "events_replayed"]
+
+
+def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """The Wilson score interval for a proportion: (low, high)."""
+    if n == 0:
+        return (math.nan, math.nan)
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+class Experiment:
+    """The results of `dl.sweep` (or of `dl.load` on an exported experiment).
+
+    Attributes:
+        spec: the sweep as JSON data (workflow name, inputs, policies, fault plans, seeds,
+            contention, timeout, world).
+        frame: a row per run: ``input`` (index into the inputs), ``policy``, ``fault_plan``,
+            ``seed``, ``run_id``, ``status``, ``error`` (its class), ``virtual_duration``,
+            ``attempts``, ``retries`` and ``retries_<outcome>``, ``crashes``,
+            ``model_calls``, tokens, ``cost``, ``duplicate_effects``, ``wakeups``,
+            ``events_replayed``, ``history_events`` (as `dl.compare` defines them).
+        load: requests per whole virtual second: ``policy, fault_plan, source`` (an
+            activity, or a part of the world that stamps its calls), ``second``,
+            ``requests``. Isolated runs each start at t=0, so their load adds up as if
+            they had run side by side without meeting.
+        path: the DuckDB results file, or None.
+    """
+
+    def __init__(self, spec: dict, frame: pd.DataFrame, load: pd.DataFrame, path=None,
+                 source=None, name: str | None = None):
+        self.spec, self.frame, self.load, self.path = spec, frame, load, path
+        self._source = source          # the sweep's Spec (workflow, world), when in hand
+        self._cells: pd.DataFrame | None = None
+        self.name = name or (str(path) if path else "experiment")
+
+    @classmethod
+    def _from_sweep(cls, spec, runs: pd.DataFrame, load: pd.DataFrame, path) -> "Experiment":
+        cells = {i: c for i, c in enumerate(spec.cells)}
+        seed_rank = {s: i for i, s in enumerate(spec.seeds)}
+        runs = runs.assign(_seed=runs["seed"].map(seed_rank))
+        runs = runs.sort_values(["cell", "_seed", "input"], kind="stable")
+        frame = runs.drop(columns=["cell", "_seed"]).reset_index(drop=True)
+        load = load.assign(policy=load["cell"].map(lambda c: cells[c][0]),
+                           fault_plan=load["cell"].map(lambda c: cells[c][1]))
+        load = (load.sort_values(["cell", "source", "second"], kind="stable")
+                [["policy", "fault_plan", "source", "second", "requests"]]
+                .reset_index(drop=True))
+        return cls(spec.describe(), _typed(frame), _typed_load(load), path, source=spec)
+
+    def __repr__(self) -> str:
+        n_cells = len(self.spec["policies"]) * len(self.spec["fault_plans"])
+        done = (self.frame["status"] == "completed").mean() if len(self.frame) else math.nan
+        return (f"Experiment({self.spec['workflow']}: {len(self.frame):,} runs in {n_cells} "
+                f"cells, {done:.1%} completed)")
+
+    # --- the table per cell -----------------------------------------------------------------
+    @property
+    def cells(self) -> pd.DataFrame:
+        """A row per (policy, fault plan), in the sweep's order. Columns: ``policy,
+        fault_plan, runs, completed, success_rate, success_low, success_high`` (a 95 %
+        Wilson interval; see the module docstring for why seeds, not inputs, narrow it),
+        ``p50, p95, p99`` (virtual seconds to complete, over completed runs), sums over the
+        cell's runs of ``attempts, retries, retries_<outcome>, crashes, model_calls,
+        input_tokens, output_tokens, tokens, cost, duplicate_effects, wakeups,
+        events_replayed``, ``attempts_per_run``, and for each activity or service S
+        ``peak_load_S`` and ``mean_load_S`` (requests per virtual second: the busiest
+        second, and the mean over the seconds from its first request to its last)."""
+        if self._cells is None:
+            self._cells = self._compute_cells()
+        return self._cells
+
+    def _compute_cells(self) -> pd.DataFrame:
+        order = [(p, f) for p in self.spec["policies"] for f in self.spec["fault_plans"]]
+        frame = self.frame
+        retry_cols = [c for c in frame.columns if c.startswith("retries_")]
+        groups = {key: g for key, g in frame.groupby(["policy", "fault_plan"], sort=False)}
+        sources = sorted(self.load["source"].unique()) if len(self.load) else []
+        loads = {key: g for key, g in self.load.groupby(["policy", "fault_plan", "source"],
+                                                        sort=False)}
+        rows = []
+        for policy, plan in order:
+            g = groups.get((policy, plan))
+            if g is None:
+                continue
+            n = len(g)
+            done = g["status"] == "completed"
+            k = int(done.sum())
+            low, high = wilson(k, n)
+            durations = g.loc[done, "virtual_duration"].to_numpy(dtype=float)
+            row: dict[str, Any] = {"policy": policy, "fault_plan": plan, "runs": n,
+                                   "completed": k, "success_rate": k / n,
+                                   "success_low": low, "success_high": high}
+            for q in (50, 95, 99):
+                row[f"p{q}"] = float(np.percentile(durations, q)) if k else math.nan
+            for column in _SUMS[:2] + retry_cols + _SUMS[2:]:
+                row[column] = g[column].sum().item()
+            row["attempts_per_run"] = row["attempts"] / n
+            for source in sources:
+                counts = loads.get((policy, plan, source))
+                if counts is None or counts.empty:
+                    row[f"peak_load_{source}"], row[f"mean_load_{source}"] = 0, 0.0
+                    continue
+                span = int(counts["second"].max() - counts["second"].min()) + 1
+                row[f"peak_load_{source}"] = int(counts["requests"].max())
+                row[f"mean_load_{source}"] = float(counts["requests"].sum() / span)
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    # --- pictures ---------------------------------------------------------------------------
+    def heatmap(self, metric: str = "success_rate", **options):
+        """A matplotlib Figure: `metric` (a column of `cells`) by policy (rows) and fault
+        plan (columns), each square labelled with its value (and, for ``success_rate``, its
+        95 % interval). See `durablelab.experiments.plots.heatmap` for the options."""
+        from .plots import heatmap
+        return heatmap(self, metric, **options)
+
+    def load_plot(self, activity_or_service: str, **options):
+        """A matplotlib Figure: requests per virtual second on one activity (from attempt
+        start times) or one part of the world that stamps its calls, one line per cell:
+        the storm, with and without jitter or Retry-After. See
+        `durablelab.experiments.plots.load_plot` for the options."""
+        from .plots import load_plot
+        return load_plot(self, activity_or_service, **options)
+
+    # --- the runs themselves ----------------------------------------------------------------
+    def runs(self, workflow=None, world=None) -> "LazyRuns":
+        """The runs, made again one at a time when asked for (``experiment.runs()[0]``,
+        ``runs()["policy/plan/seed/input"]``, or a loop). A sweep is deterministic, so a
+        run made again is the run that was measured: each is checked against its row of
+        `frame`. An experiment loaded from a file needs the `workflow` (and the `world`
+        factory, if the sweep had one) to make its runs: a file never names code to run."""
+        from .remake import LazyRuns
+        return LazyRuns(self, workflow, world)
+
+    # --- export -----------------------------------------------------------------------------
+    def export(self, path):
+        """Write the experiment (its spec, frame and load) to ``.jsonl`` or ``.parquet``:
+        what `dl.export(experiment, path)` does. `dl.load(path)` reads it back."""
+        from .io import export_experiment
+        return export_experiment(self, path)
+
+
+def _typed(frame: pd.DataFrame) -> pd.DataFrame:
+    ints = [c for c in frame.columns if c in ("input", "seed") or c.startswith("retries")
+            or c in ("attempts", "activities", "crashes", "model_calls", "input_tokens",
+                     "output_tokens", "tokens", "duplicate_effects", "wakeups",
+                     "events_replayed", "history_events")]
+    frame = frame.astype({c: "int64" for c in ints})
+    frame = frame.astype({"virtual_duration": "float64", "cost": "float64"})
+    for column in ("policy", "fault_plan", "run_id", "status", "error"):
+        frame[column] = frame[column].astype(object).where(frame[column].notna(), None)
+    return frame[["input", "policy", "fault_plan", "seed", "run_id", *METRICS]]
+
+
+def _typed_load(load: pd.DataFrame) -> pd.DataFrame:
+    load = load.astype({"second": "int64", "requests": "int64"})
+    for column in ("policy", "fault_plan", "source"):
+        load[column] = load[column].astype(object)
+    return load
+
+
+def compare_experiments(experiments) -> pd.DataFrame:
+    """The cells of several experiments side by side: one frame with an ``experiment``
+    column first (the dict's keys, or each experiment's ``name``)."""
+    if isinstance(experiments, Experiment):
+        experiments = [experiments]
+    items = (list(experiments.items()) if isinstance(experiments, dict)
+             else [(e.name, e) for e in experiments])
+    names = [n for n, _ in items]
+    if len(set(names)) != len(names):
+        items = [(f"{n} ({i})", e) for i, (n, e) in enumerate(items)]
+    frames = [e.cells.assign(experiment=name) for name, e in items]
+    out = pd.concat(frames, ignore_index=True)
+    return out[["experiment", *[c for c in out.columns if c != "experiment"]]]
+
+
+__all__ = ["Experiment", "wilson", "compare_experiments", "CI_NOTE", "SweepError"]

@@ -1,0 +1,269 @@
+"""dl.sweep and Experiment: reproducible tables, isolation equal to a fresh engine per run,
+contention that changes the outcome, processes equal to one process, resuming a sweep
+killed with SIGKILL, presets, export and load, and bad arguments refused clearly."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+import pytest
+
+import durablelab as dl
+
+TESTS = Path(__file__).resolve().parent
+if str(TESTS) not in sys.path:
+    sys.path.insert(0, str(TESTS))
+
+import sweep_worker as sw  # noqa: E402
+
+MIXED = {"calm": None,
+         "rough": dl.FaultPlan([
+             dl.faults.ServerError("quote", p=0.3),
+             dl.faults.RateLimit("charge", p=0.2, retry_after=5),
+             dl.faults.Crash("charge", point="after_effect", p=0.3),
+             dl.faults.Timeout("notify", p=0.2),
+             dl.faults.Crash("*", point="during_wait", p=0.2)])}
+
+
+def small(**options):
+    args = dict(inputs=sw.INPUTS, policies=sw.POLICIES, fault_plans=MIXED, seeds=range(8),
+                world=sw.Shop)
+    args.update(options)
+    return dl.sweep(sw.order_flow, **args)
+
+
+def test_a_repeated_sweep_gives_the_same_table_to_the_byte():
+    first, second = small(), small()
+    assert len(first.frame) == 2 * 2 * 8 * 2
+    assert first.frame.to_csv() == second.frame.to_csv()      # virtual_duration included
+    assert first.cells.to_csv() == second.cells.to_csv()
+    assert first.load.to_csv() == second.load.to_csv()
+    assert list(first.frame["run_id"][:3]) == ["steady/calm/0/0", "steady/calm/0/1",
+                                              "steady/calm/1/0"]
+    rough = first.frame[first.frame.fault_plan == "rough"]
+    assert rough["crashes"].sum() > 0 and rough["retries"].sum() > 0
+    assert (first.frame["duplicate_effects"] == 0).all()      # keys honoured across crashes
+
+
+def test_isolated_runs_measure_what_a_fresh_engine_per_run_measures():
+    experiment = small(seeds=range(5))
+    runs = experiment.runs()          # each made again in a fresh Engine around a fresh world
+    by_compare = dl.compare(list(runs))
+    shared = [c for c in by_compare.columns if c in experiment.frame.columns]
+    assert {"virtual_duration", "attempts", "retries", "retries_transient", "crashes",
+            "model_calls", "cost", "wakeups", "events_replayed"} <= set(shared)
+    mine = experiment.frame.set_index("run_id")[shared]
+    pd.testing.assert_frame_equal(mine, by_compare[shared], check_dtype=False,
+                                  check_index_type=False)
+
+
+def test_model_usage_is_counted_as_compare_counts_it():
+    experiment = dl.sweep(sw.plain_flow, [{"n": 1}, {"n": 3}], seeds=range(2))
+    assert list(experiment.frame["tokens"]) == [11, 33, 11, 33]
+    assert experiment.cells["cost"].iloc[0] == pytest.approx(2 * 0.004)
+    assert experiment.cells["model_calls"].iloc[0] == 4
+
+
+def test_contention_makes_runs_meet_in_the_shared_limiter():
+    inputs = [{"item": f"i{k}", "customer": f"c{k}"} for k in range(40)]
+    shared = dl.sweep(sw.order_flow, inputs, policies=sw.POLICIES, seeds=range(1),
+                      world=sw.Shop, contention=True)
+    alone = dl.sweep(sw.order_flow, inputs, policies=sw.POLICIES, seeds=range(1),
+                     world=sw.Shop)
+    # 40 runs at t=0 share 10 tokens: 30 are refused, and refused again as they come back
+    assert (shared.cells["retries_rate_limited"] >= 30).all()
+    assert (shared.frame["status"] == "completed").all()
+    # isolated, each run has the limiter to itself: nobody is refused
+    assert (alone.frame["retries_rate_limited"] == 0).all()
+    assert shared.cells["p50"].min() > alone.cells["p50"].max()
+
+
+def test_without_jitter_the_retries_hit_the_next_service_as_one_storm():
+    # The quote API is down for the first second: all 40 runs fail there at t=0. Without
+    # jitter they all retry at t=8, succeed, and charge in the same second; full jitter
+    # spreads their retries over [0, 8] s, so the payments service sees a lower peak.
+    inputs = [{"item": f"i{k}", "customer": f"c{k}"} for k in range(40)]
+    policies = {"steady": dl.RetryPolicy(max_attempts=6, initial=8.0, jitter="none"),
+                "jittered": dl.RetryPolicy(max_attempts=6, initial=8.0)}
+    experiment = dl.sweep(sw.order_flow, inputs, policies=policies, seeds=range(1),
+                          world=sw.OutageShop, contention=True)
+    cells = experiment.cells.set_index("policy")
+    assert cells.loc["steady", "peak_load_charge"] == 40
+    assert cells.loc["jittered", "peak_load_charge"] <= 20
+    load = experiment.load
+    steady = load[(load.policy == "steady") & (load.source == "charge")]
+    assert list(steady["second"]) == [8] and list(steady["requests"]) == [40]
+
+
+@pytest.mark.parametrize("contention", [False, True])
+def test_processes_give_exactly_the_serial_results(contention):
+    serial = small(contention=contention)
+    parallel = small(contention=contention, processes=2)
+    assert serial.frame.to_csv() == parallel.frame.to_csv()
+    assert serial.load.to_csv() == parallel.load.to_csv()
+
+
+def test_unlimited_retries_end_at_the_sweep_timeout():
+    always = {"down": dl.FaultPlan([dl.faults.ServerError("quote")])}
+    experiment = dl.sweep(sw.order_flow, sw.INPUTS[:1], fault_plans=always, seeds=range(2),
+                          world=sw.Shop, timeout=3600,
+                          policies={"temporal": dl.presets["temporal-default"]})
+    assert set(experiment.frame["status"]) == {"failed"}
+    assert set(experiment.frame["error"]) == {"RunTimedOut"}
+    # 1, 2, 4, ..., 64 s, then every 100 s: 8 attempts by 127 s, 34 more by 3527 s
+    assert set(experiment.frame["attempts"]) == {42}
+
+
+def test_a_sweep_killed_with_sigkill_resumes_without_redoing_finished_cells(tmp_path):
+    results, ledger = tmp_path / "sweep.duckdb", tmp_path / "ledger.txt"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS.parent), str(TESTS)]),
+           "TQDM_DISABLE": "1"}
+    worker = subprocess.Popen([sys.executable, str(TESTS / "sweep_worker.py"), str(results),
+                               str(ledger)], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE)
+    per_cell = len(sw.INPUTS) * 6
+    deadline = time.monotonic() + 120
+    try:   # kill it once two cells are done and the third is under way
+        while time.monotonic() < deadline and worker.poll() is None:
+            made = ledger.read_text().count("world") if ledger.exists() else 0
+            if made >= 2 * per_cell + 3:
+                break
+            time.sleep(0.01)
+        assert worker.poll() is None, worker.stderr.read().decode()
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(30)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    with duckdb.connect(str(results)) as con:
+        finished = [row[0] for row in
+                    con.execute("SELECT cell FROM sweep_cells ORDER BY cell").fetchall()]
+        runs_kept = con.execute("SELECT count(*) FROM sweep_runs").fetchone()[0]
+    assert len(finished) >= 2 and len(finished) < 4
+    assert runs_kept == len(finished) * per_cell          # nothing of the cut-off cell
+    before = ledger.read_text().count("world")
+    sw.LEDGER.update(path=str(ledger), sleep=0.0)
+    try:
+        resumed = sw.sweep_for_kill(results)
+    finally:
+        sw.LEDGER.update(path=None, sleep=0.0)
+    made_again = ledger.read_text().count("world") - before
+    assert made_again == (4 - len(finished)) * per_cell   # only the unfinished cells
+    sw.LEDGER.update(path=None)
+    whole = sw.sweep_for_kill(None)
+    assert resumed.frame.to_csv() == whole.frame.to_csv()
+    # and a finished sweep, asked again, makes nothing
+    sw.LEDGER.update(path=str(ledger))
+    try:
+        again = sw.sweep_for_kill(results)
+    finally:
+        sw.LEDGER.update(path=None)
+    assert ledger.read_text().count("world") == before + made_again
+    assert again.frame.to_csv() == whole.frame.to_csv()
+
+
+def test_a_results_file_of_another_sweep_is_refused(tmp_path):
+    path = tmp_path / "r.duckdb"
+    small(seeds=range(1), path=path)
+    with pytest.raises(dl.SweepError, match=r"another sweep \(it differs in seeds\)"):
+        small(seeds=range(2), path=path)
+
+
+def test_export_load_and_compare_across_experiments(tmp_path):
+    jitter = small(seeds=range(3))
+    steady = small(seeds=range(3), policies={"steady": sw.POLICIES["steady"]})
+    for suffix in (".jsonl", ".parquet"):
+        path = dl.export(jitter, tmp_path / f"exp{suffix}")
+        back = dl.load(path)
+        assert isinstance(back, dl.Experiment)
+        pd.testing.assert_frame_equal(back.frame, jitter.frame)
+        pd.testing.assert_frame_equal(back.load, jitter.load)
+        pd.testing.assert_frame_equal(back.cells, jitter.cells)
+        assert back.spec == json.loads(json.dumps(jitter.spec))
+    side = dl.compare({"before": back, "after": steady})
+    assert list(side.columns[:3]) == ["experiment", "policy", "fault_plan"]
+    assert len(side) == len(jitter.cells) + len(steady.cells)
+    with pytest.raises(dl.SweepError, match="loaded from a file.*never carries code"):
+        back.runs()
+    run = back.runs(workflow=sw.order_flow, world=sw.Shop)["jittered/rough/2/1"]
+    assert run.run_id == "jittered/rough/2/1" and run.status in ("completed", "failed")
+
+
+def test_a_damaged_experiment_export_is_refused(tmp_path):
+    path = dl.export(small(seeds=range(1)), tmp_path / "exp.jsonl")
+    lines = path.read_text().splitlines()
+    (tmp_path / "cut.jsonl").write_text("\n".join(lines[:-2]) + "\n")
+    with pytest.raises(dl.ExportFormatError, match="cut short"):
+        dl.load(tmp_path / "cut.jsonl")
+    extra = json.loads(lines[2])
+    extra["data"]["surprise"] = 1
+    (tmp_path / "extra.jsonl").write_text("\n".join([*lines[:2], json.dumps(extra),
+                                                     *lines[3:]]) + "\n")
+    with pytest.raises(dl.ExportFormatError, match=r"line 3.*unknown \['surprise'\]"):
+        dl.load(tmp_path / "extra.jsonl")
+
+
+def test_heatmap_and_load_plot_draw_labelled_figures():
+    experiment = small(seeds=range(3))
+    fig = experiment.heatmap("success_rate")
+    ax = fig.axes[0]
+    assert ax.get_xlabel() == "fault plan" and ax.get_ylabel() == "retry policy"
+    labels = [t.get_text() for t in ax.texts]
+    assert len(labels) == 4 and all("[" in t for t in labels)
+    fig = experiment.load_plot("api_calls")
+    ax = fig.axes[0]
+    assert ax.get_ylabel() == "requests per virtual second"
+    assert len(ax.get_legend().get_texts()) == 4
+    with pytest.raises(ValueError, match="not a column of experiment.cells"):
+        experiment.heatmap("speed")
+    with pytest.raises(ValueError, match="no requests were recorded for it.*quote"):
+        experiment.load_plot("nothing")
+
+
+def test_presets_mimic_documented_defaults_and_say_where():
+    assert list(dl.presets) == ["temporal-default", "langgraph-default",
+                                "openai-client-default", "tenacity-bare", "stamina-default",
+                                "no-retries"]
+    for name, policy in dl.presets.items():
+        assert isinstance(policy, dl.RetryPolicy)
+        assert "http" in dl.presets.sources[name] or name == "no-retries"
+    temporal = dl.presets["temporal-default"]
+    assert (temporal.max_attempts, temporal.initial, temporal.backoff,
+            temporal.max_interval) == (None, 1.0, 2.0, 100.0)
+    assert dl.presets["openai-client-default"].max_attempts == 3
+    assert dl.presets["no-retries"].max_attempts == 1
+
+
+def test_bad_sweeps_are_refused_up_front_with_the_fix():
+    with pytest.raises(dl.SweepError, match="retries without limit and without waiting"):
+        dl.sweep(sw.order_flow, sw.INPUTS, policies={"bare": dl.presets["tenacity-bare"]},
+                 world=sw.Shop)
+    waited = dataclasses.replace(dl.presets["tenacity-bare"], initial=0.1, max_interval=0.1)
+    assert len(dl.sweep(sw.plain_flow, [{"n": 1}], policies={"w": waited},
+                        seeds=range(1)).frame) == 1
+    with pytest.raises(dl.SweepError, match="without '/'"):
+        small(policies={"a/b": dl.RetryPolicy()})
+    with pytest.raises(dl.SweepError, match="seeds=range\\(5\\)"):
+        small(seeds=5)
+    with pytest.raises(dl.SweepError, match="seed 1 appears twice"):
+        small(seeds=[1, 1])
+    with pytest.raises(dl.SweepError, match="not a dl.RetryPolicy"):
+        small(policies={"x": 3})
+    with pytest.raises(dl.SweepError, match="timeout"):
+        small(timeout=-1)
+    with pytest.raises(TypeError, match="JSON"):
+        dl.sweep(sw.plain_flow, [{"n": object()}])
+    local_world = lambda clock: sw.Shop(clock)   # noqa: E731 - unpicklable on purpose
+    with pytest.raises(dl.SweepError, match="world .* cannot be sent to a worker process"):
+        small(world=local_world, processes=2)
+    with pytest.raises(dl.SweepError, match="processes=0"):
+        small(processes=0)
