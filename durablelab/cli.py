@@ -9,6 +9,8 @@
     durablelab timeline RUN --db DB -o FILE.png
                                   draw one run's timeline to an image
     durablelab export DB -o OUT   write runs to OUT.jsonl or OUT.parquet
+    durablelab sweep CONFIG --out DIR
+                                  run the sweep a TOML/JSON config describes (resumable)
 
 Looking never changes a file: the reading commands (runs, show, timeline, export) open a
 store with `Engine(path, read_only=True)`, so DuckDB itself refuses any write, and they run
@@ -244,6 +246,28 @@ def _lab(args) -> int:
     return open_lab(args.notebooks, args.extra, args.into)
 
 
+def _sweep(args) -> int:
+    """Run the sweep a TOML or JSON config describes (workflow, inputs, policies, plans,
+    seeds): DIR gets results.duckdb (the same command again resumes it) and an export,
+    experiment.jsonl, that dl.load reads back. See datasets/experiments/."""
+    from .experiments.config import run
+    experiment, exported = run(args.config, args.out)
+    columns = ["policy", "fault_plan", "runs", "success_rate", "success_low", "success_high",
+               "p50", "p95", "attempts", "retries"]
+    print(experiment.cells[columns].to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+    print(f"\nresults: {Path(args.out) / 'results.duckdb'} (run again to resume)\n"
+          f"export:  {exported} (dl.load reads it back)")
+    return 0
+
+
+def _add_sweep(command) -> None:
+    sweep = command("sweep", _sweep)
+    sweep.add_argument("config", metavar="CONFIG",
+                       help="a .toml or .json sweep config (see datasets/experiments/)")
+    sweep.add_argument("--out", required=True, metavar="DIR",
+                       help="folder for results.duckdb and experiment.jsonl")
+
+
 # --- parsing, and errors on one line ------------------------------------------------------
 
 
@@ -301,6 +325,7 @@ def parser() -> argparse.ArgumentParser:
                         help="the file to write: .jsonl (JSON Lines) or .parquet")
     export.add_argument("--run", action="append", metavar="RUN",
                         help="export only this run (repeat for more); default: all")
+    _add_sweep(command)
     return top
 
 
