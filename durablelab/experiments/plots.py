@@ -11,7 +11,6 @@ import math
 import numpy as np
 from matplotlib.figure import Figure
 
-from .view import CI_NOTE
 
 _LABELS = {"success_rate": "share of runs completed", "p50": "median completion time (s)",
            "p95": "95th percentile completion time (s)",
@@ -67,9 +66,8 @@ def heatmap(experiment, metric: str = "success_rate", title: str | None = None,
     runs = int(cells["runs"].iloc[0]) if len(cells) else 0
     ax.set_title(title or f"{_LABELS.get(metric, metric)}, {runs} runs per cell")
     if metric == "success_rate":
-        fig.text(0.01, 0.0, "[low, high]: 95 % Wilson interval. Fault draws depend on seed, "
-                 "rule and position, not input: add seeds to narrow it.", fontsize=7,
-                 va="bottom", ha="left")
+        fig.supxlabel("[low, high]: 95 % Wilson interval. Fault draws depend on seed, rule "
+                      "and position, not input: add seeds to narrow it.", fontsize=7)
     return fig
 
 
@@ -121,4 +119,4 @@ def load_plot(experiment, activity_or_service: str, cells=None, until: float | N
     return fig
 
 
-__all__ = ["heatmap", "load_plot", "CI_NOTE"]
+__all__ = ["heatmap", "load_plot"]

@@ -46,6 +46,7 @@ class LazyRuns(Sequence):
         self._ids = list(experiment.frame["run_id"])
         self._index = {run_id: i for i, run_id in enumerate(self._ids)}
         self._made: dict = {}
+        self._engines: dict = {}   # cell (contention) or run id -> (engine, world)
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -67,6 +68,20 @@ class LazyRuns(Sequence):
         spec, frame = self._experiment.spec, self._experiment.frame
         row = frame.iloc[self._index[run_id]]
         policy, plan = row["policy"], row["fault_plan"]
+        key = (policy, plan) if spec["contention"] else run_id
+        if key not in self._engines:
+            self._engines[key] = self._run(spec, frame, row, policy, plan)
+        engine, world = self._engines[key]
+        self._check(row, engine._runs[run_id], world)
+        self._made[run_id] = engine.run(run_id)
+        if not spec["contention"]:
+            del self._engines[key]
+            engine.close()
+
+    def _run(self, spec, frame, row, policy, plan):
+        """A fresh engine that has run `row`'s run again (with contention: its whole cell,
+        which shares one world). With contention the engine is kept for the cell's other
+        runs; an isolated run's is closed once its `Run` is read."""
         overrides = spec["policies"][policy]
         plan_json = spec["fault_plans"][plan]
         faults = None if plan_json is None else FaultPlan.from_json(json.dumps(plan_json))
@@ -74,19 +89,17 @@ class LazyRuns(Sequence):
         if spec["contention"]:   # one world for the whole cell: make the cell again
             members = frame[(frame["policy"] == policy) & (frame["fault_plan"] == plan)]
         else:
-            members = frame.iloc[[self._index[run_id]]]
+            members = frame.iloc[[self._index[row["run_id"]]]]
         clock = VirtualClock()
         world = self._world(clock) if self._world is not None else None
-        with Engine(clock=clock, world=world) as engine:
-            for _, member in members.iterrows():
-                engine.start(self._workflow, spec["inputs"][int(member["input"])],
-                             run_id=member["run_id"], faults=faults, seed=int(member["seed"]),
-                             timeout=spec["timeout"], policies=policies)
-            engine.run_until_idle()
-            for _, member in members.iterrows():
-                made = engine.run(member["run_id"])
-                self._check(member, engine._runs[member["run_id"]], world)
-                self._made[member["run_id"]] = made
+        engine = Engine(clock=clock, world=world)
+        for input_index, member_id, seed in zip(members["input"], members["run_id"],
+                                                members["seed"]):
+            engine.start(self._workflow, spec["inputs"][int(input_index)], run_id=member_id,
+                         faults=faults, seed=int(seed), timeout=spec["timeout"],
+                         policies=policies)
+        engine.run_until_idle()
+        return engine, world
 
     @staticmethod
     def _check(row, state, world) -> None:

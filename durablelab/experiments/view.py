@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import SweepError
 from .runner import METRICS
 
 #: z for a two-sided 95 % interval.
@@ -141,7 +140,9 @@ class Experiment:
                 row[f"peak_load_{source}"] = int(counts["requests"].max())
                 row[f"mean_load_{source}"] = float(counts["requests"].sum() / span)
             rows.append(row)
-        return pd.DataFrame(rows)
+        cells = pd.DataFrame(rows)
+        cells.attrs["note"] = CI_NOTE
+        return cells
 
     # --- pictures ---------------------------------------------------------------------------
     def heatmap(self, metric: str = "success_rate", **options):
@@ -211,4 +212,4 @@ def compare_experiments(experiments) -> pd.DataFrame:
     return out[["experiment", *[c for c in out.columns if c != "experiment"]]]
 
 
-__all__ = ["Experiment", "wilson", "compare_experiments", "CI_NOTE", "SweepError"]
+__all__ = ["Experiment", "wilson", "compare_experiments", "CI_NOTE"]
