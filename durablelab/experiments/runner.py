@@ -28,7 +28,7 @@ from collections import Counter
 from typing import Any
 
 from ..clock import VirtualClock
-from ..compare import RETRY_OUTCOMES
+from ..compare import RETRY_OUTCOMES, _usage   # the same reading of a model call's usage
 from ..engine import Engine
 
 #: Columns of a run's metrics row, after (input, policy, fault_plan, seed, run_id).
@@ -106,17 +106,6 @@ def run_metrics(state, crashes: int, world) -> dict[str, Any]:
         "events_replayed": sum(row[3] for row in state.wakeups),
         "history_events": len(state.history),
     }
-
-
-def _usage(value) -> tuple | None:
-    usage = value.get("usage") if isinstance(value, dict) else None
-    if not isinstance(usage, dict):
-        return None
-
-    def number(key):
-        v = usage.get(key, 0)
-        return v if isinstance(v, (int, float)) and not isinstance(v, bool) else 0
-    return number("input_tokens"), number("output_tokens"), number("cost")
 
 
 # --- what the world says ---------------------------------------------------------------------
