@@ -208,3 +208,23 @@ def test_readme_crash_example_runs_verbatim():
     exec(compile(code, "README.md", "exec"), space)
     assert broken_points(space["report"]) == {(8, "create_vendor", "after_effect"),
                                               (9, "register_payee", "after_effect")}
+
+
+def test_each_row_gets_its_own_world_through_ctx_world():
+    worlds = []
+
+    def make(clock):
+        worlds.append(Payments(honor_keys=False))
+        return worlds[-1]
+
+    def pay(ctx, amount):
+        return ctx.activity("charge", ctx.world.charge, "c-1", amount)["id"]
+
+    def charged_at_most_once(run, payments):
+        assert payments is worlds[-1]
+        assert len(payments.effects) == 1, f"{len(payments.effects)} charges"
+
+    report = dl.explore_crashes(pay, 5.0, charged_at_most_once, world=make)
+    assert len(worlds) == len(report.frame) == 4         # the baseline and three points
+    assert broken_points(report) == {(1, "charge", "after_effect")}
+    assert [len(w.calls) for w in worlds] == [1, 1, 2, 1]
