@@ -23,7 +23,8 @@ from .diagnose import Diagnosis, diagnose
 from .breaker import CircuitBreaker
 from .budget import Budget
 from .engine import Engine, workflow
-from .errors import (ActivityFailed, AgentConfigError, BudgetExceeded, DuplicateRunError,
+from .errors import (ActivityFailed, AgentConfigError, BudgetExceeded, DeterminismGuardError,
+                     DuplicateRunError,
                      DurableLabError, ModelOutputError, NonDeterminismError, NonRetryable,
                      PolicyError, RateLimited, ReadOnlyEngineError, RunFinishedError,
                      RunNotFoundError, RunTimedOut, SerializationError, StoreFormatError,
@@ -53,6 +54,7 @@ __all__ = [
     "RetryPolicy", "classify", "next_delay", "CircuitBreaker", "Budget",
     "Transient", "RateLimited", "NonRetryable", "ModelOutputError",
     "ActivityFailed", "NonDeterminismError", "WorkflowError", "DurableLabError",
+    "DeterminismGuardError",
     "SerializationError", "RunNotFoundError", "RunFinishedError", "DuplicateRunError",
     "StoreLockedError", "StoreFormatError", "BudgetExceeded", "RunTimedOut",
     "FaultPlan", "faults", "viz", "sim", "structured", "ask_structured",

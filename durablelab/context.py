@@ -55,6 +55,10 @@ def _number(value, what: str, where) -> float:
 class Context:
     """What workflow code may call. One is made per wake-up of a run."""
 
+    #: how many frames up the workflow line that made a ctx call is (2 when the
+    #: determinism guard wraps the methods: see `durablelab.guard`).
+    _caller = 1
+
     def __init__(self, engine, state, cursor: h.Cursor):
         self._engine = engine
         self._state = state
@@ -95,7 +99,7 @@ class Context:
         Returns the JSON round trip of `fn`'s result (a tuple comes back as a list, on the
         first execution too). Raises `ActivityFailed` when the activity fails for good.
         """
-        frame = sys._getframe(1)
+        frame = sys._getframe(self._caller)
         if start_to_close is not None or schedule_to_close is not None or heartbeat is not None:
             for what, value in (("start_to_close", start_to_close),
                                 ("schedule_to_close", schedule_to_close),
@@ -136,7 +140,7 @@ class Context:
 
     def _value(self, kind: str, make: Callable[[int], Any]) -> Any:
         self._check()
-        frame = sys._getframe(2)
+        frame = sys._getframe(self._caller + 1)
         event = self._expect(kind, kind, frame, None, None)
         if event is not None:
             return event.loads()
@@ -148,7 +152,7 @@ class Context:
     def sleep(self, seconds: float) -> None:
         """Wait `seconds` on a durable timer. The wait lives in history, not in a process:
         a crash during it resumes the wait at the same deadline instead of restarting it."""
-        frame = sys._getframe(1)
+        frame = sys._getframe(self._caller)
         seconds = _number(seconds, "ctx.sleep(seconds)", frame)
         self._check()
         start = self._expect(h.SLEEP, "sleep", frame, (seconds,), {})
@@ -175,7 +179,7 @@ class Context:
         before the wait are buffered; the k-th wait for a name gets the k-th signal of that
         name, in arrival order.
         """
-        frame = sys._getframe(1)
+        frame = sys._getframe(self._caller)
         if deadline is not None and timeout is not None:
             raise ValueError(f"ctx.wait_signal({name!r}) at {h.site(frame)}: give deadline= or "
                              f"timeout=, not both")
@@ -224,7 +228,7 @@ class Context:
             return self._patches[change_id]
         event = self._cursor.peek()
         if event is None:
-            self._record(h.PATCHED, change_id, None, None, sys._getframe(1))
+            self._record(h.PATCHED, change_id, None, None, sys._getframe(self._caller))
             answer = True
         else:
             answer = event.kind == h.PATCHED and event.name == change_id
@@ -238,7 +242,7 @@ class Context:
         long-lived workflow's history does not grow without bound."""
         self._check()
         raise ContinueAsNew(h.to_json(input, "continue_as_new input",
-                                      h.site(sys._getframe(1))))
+                                      h.site(sys._getframe(self._caller))))
 
     def saga(self) -> "Saga":
         """A block whose completed steps are undone, in reverse, if an activity in it fails

@@ -32,13 +32,15 @@ from .activities import Activities, StopRun, WorkerCrash
 from .budget import Budget, Spend
 from .clock import VirtualClock
 from .context import Context, ContinueAsNew, Suspend
-from .errors import (ActivityFailed, DuplicateRunError, DurableLabError, NonDeterminismError,
-                     RunFinishedError, RunNotFoundError, RunTimedOut, bad_type, bad_value,
+from .errors import (ActivityFailed, DeterminismGuardError, DuplicateRunError,
+                     DurableLabError, NonDeterminismError, RunFinishedError,
+                     RunNotFoundError, RunTimedOut, bad_type, bad_value,
                      engine_closed, error_from_json, history_gap, not_a_workflow,
                      read_only_beside_writer, read_only_engine, read_only_needs_path,
                      unknown_workflows, workflow_error, workflow_redefined)
 from .faults import FaultPlan
 from .retry import Overrides
+from .guard import Guard
 from .store import RUN_COLS, Store, event_row
 
 DURABILITY = ("sync", "batch", "exit")
@@ -205,6 +207,9 @@ class Engine(Activities):
             (as `start()` and `@dl.workflow` register them). Only registered workflows run:
             an unfinished run whose workflow nobody registered keeps its recorded status,
             is not scheduled, and an `UnknownWorkflowWarning` names it when the engine opens.
+        guard: the determinism guard (`durablelab.guard`): workflow code that calls
+            time.time(), random, uuid4, os.environ, open() ... fails at the call with
+            `DeterminismGuardError`. False turns it off (the lesson on silent divergence).
         world: the simulated world (services, models, limiters) its runs' workflow code
             reaches as `ctx.world`. It lives outside the worker: nothing about it is
             recorded, and `crash()` does not reset it.
@@ -223,7 +228,7 @@ class Engine(Activities):
     """
 
     def __init__(self, path=None, clock=None, durability: str = "sync", workflows=(),
-                 world=None, read_only: bool = False):
+                 guard: bool = True, world=None, read_only: bool = False):
         if durability not in DURABILITY:
             raise bad_value("Engine", "durability", (
                 f"durability={durability!r} is not a durability mode; use one of "
@@ -259,6 +264,8 @@ class Engine(Activities):
         #: the simulated world workflow code reaches as `ctx.world` (see the class docstring).
         self.world = world
         self._worlds: dict[str, Any] = {}   # run id -> its own world (a sweep's), else .world
+        self.guard = bool(guard)
+        self._guard = Guard(Context) if guard else None
         self._workflows: dict[str, Callable] = {}
         for fn in workflows:
             self._workflows[workflow_name(fn)] = fn
@@ -627,12 +634,15 @@ class Engine(Activities):
     def _wake(self, state: RunState, reason: str) -> None:
         """Run the workflow code from the top; it replays history, then does new work."""
         cursor = h.Cursor(state.history, state.run_id, state.workflow)
-        ctx = Context(self, state, cursor)
+        ctx = (Context if self._guard is None else self._guard.context)(self, state, cursor)
         state.status, state.waiting, state.waiting_on, state.due_at = "running", None, None, None
         state.waking = (self.clock.now(), reason, cursor, len(state.history))
         crashed = False
         try:
-            result = state.fn(ctx, json.loads(state.input_json))
+            if self._guard is None:
+                result = state.fn(ctx, json.loads(state.input_json))
+            else:
+                result = self._guard.call(state.fn, ctx, json.loads(state.input_json))
             if ctx.diverged is not None:
                 raise ctx.diverged
             ended_early = cursor.expect_end()
@@ -652,7 +662,7 @@ class Engine(Activities):
             raise
         except NonDeterminismError as exc:
             self._diverge(state, exc)
-        except ActivityFailed as exc:
+        except (ActivityFailed, DeterminismGuardError) as exc:
             self._end(state, "failed", error=exc)
         except Exception as exc:  # workflow code raised (or swallowed a divergence first)
             if ctx.diverged is not None:

@@ -106,6 +106,16 @@ class WorkflowError(DurableLabError):
     fields = ("run_id", "workflow", "cause_class", "cause_message", "location")
 
 
+class DeterminismGuardError(WorkflowError):
+    """Workflow code called something whose answer differs between executions (the clock,
+    randomness, a uuid, the environment, a file), and the determinism guard stopped it at
+    the call. The run fails, even if the code catches this error. Besides the fields of
+    `WorkflowError`: `call` (e.g. "time.time()") and `replacement` (what to use instead).
+    `Engine(guard=False)` turns the guard off (see `durablelab.guard`)."""
+
+    fields = WorkflowError.fields + ("call", "replacement")
+
+
 class BudgetExceeded(DurableLabError):
     """A run spent more than its `Budget` allows; it stopped (status failed)."""
 
@@ -532,3 +542,20 @@ def store_not_readable_as_is(path, found, expected) -> StoreFormatError:
 
 def _sentence(text: str) -> str:
     return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
+
+
+def determinism_guard(run_id, workflow, call, replacement, location) -> DeterminismGuardError:
+    message = (
+        f"Determinism guard: workflow code called {call} in run {run_id!r} (workflow "
+        f"{workflow}) at {_with_source(location)}\n"
+        f"Workflow code runs again from the top on every wake-up, so {call} would answer "
+        f"differently on a replay than when the run recorded its history, and replay would "
+        f"diverge. The run failed here (even if the code catches this error), and nothing "
+        f"was recorded for the call.\n"
+        f"Use instead: {replacement}.\n"
+        f"Engine(guard=False) turns the guard off, to watch the divergence it prevents. "
+        f"The lesson: notebooks/09_non_determinism.ipynb.")
+    return DeterminismGuardError(
+        message, run_id=run_id, workflow=workflow, cause_class="DeterminismGuardError",
+        cause_message=f"{call} called from workflow code", location=location, call=call,
+        replacement=replacement)

@@ -14,6 +14,7 @@ def test_public_names_are_pinned():
         "RetryPolicy", "classify", "next_delay", "CircuitBreaker", "Budget",
         "Transient", "RateLimited", "NonRetryable", "ModelOutputError",
         "ActivityFailed", "NonDeterminismError", "WorkflowError", "DurableLabError",
+        "DeterminismGuardError",
         "SerializationError", "RunNotFoundError", "RunFinishedError", "DuplicateRunError",
         "StoreLockedError", "StoreFormatError", "BudgetExceeded", "RunTimedOut",
         "FaultPlan", "faults", "viz", "sim", "structured", "ask_structured",
