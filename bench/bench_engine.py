@@ -15,7 +15,9 @@ Figures:
   1. replay cost per event from a loaded history (pure replay from memory);
   2. history load time for 10,000 events (Engine(path), and its parts);
   3. a fresh durable step in each durability mode, on a file and in memory;
-  4. cold recovery of a 1,000-step run: Engine(path) -> run_until_idle() -> waiting again.
+  4. cold recovery of a 1,000-step run: Engine(path) -> run_until_idle() -> waiting again;
+  5. the determinism guard on the wake-up path: a whole wake-up (the engine's own call of
+     the workflow, which figure 1 bypasses) with the guard on and off, in the same run.
 """
 
 from __future__ import annotations
@@ -348,6 +350,54 @@ def bench_recovery(table: Table, tmp: Path, n: int, repeats: int) -> None:
                   base)
 
 
+# --- figure 5: the determinism guard on the wake-up path -----------------------------------
+GUARD = {True: "wake-up replay, guard on (default)",
+         False: "wake-up replay, Engine(guard=False)"}
+
+
+def bench_guard(table: Table, n: int, repeats: int) -> None:
+    # Figure 1 calls the workflow function itself, so it cannot see the guard, which the
+    # engine switches on around its own call (durablelab/guard.py). Here: one run of n steps
+    # waiting on a signal in each of two in-memory engines, one guarded and one not, woken
+    # again and again exactly as a signal or a timer wakes it (Engine._wake: a fresh Context,
+    # the workflow from the top through the guard, replay of n steps, the suspend, the
+    # wake-up's row). Warm replay (the arguments matched before), alternating on and off in
+    # each repeat so both see the same machine.
+    engines = {guard: dl.Engine(guard=guard) for guard in GUARD}
+    try:
+        states = {}
+        for guard, engine in engines.items():
+            run_id = engine.start(steps_then_wait, n, run_id="guard")
+            engine.run_until_idle()
+            states[guard] = engine._runs[run_id]
+            assert states[guard].status == "waiting" and len(states[guard].history) == n + 1
+
+        def wake(guard: bool) -> float:
+            engine, state = engines[guard], states[guard]
+            gc.collect()
+            t0 = perf_counter()
+            engine._wake(state, "signal")
+            elapsed = perf_counter() - t0
+            row = state.wakeups[-1]
+            assert state.status == "waiting" and row[3] == n + 1 and row[4] == 0
+            engine._telemetry.clear()
+            return elapsed / (n + 1)
+
+        for guard in GUARD:
+            wake(guard)               # warm: the arguments have matched once
+        for _ in range(repeats):
+            samples = {}
+            for guard in (False, True):
+                base = baseline_per_call(n)
+                samples[guard] = wake(guard)
+                table.add("5", GUARD[guard], "per event", samples[guard], base)
+            table.add("5", "· guard on ÷ guard off", "ratio", samples[True] / samples[False],
+                      None)
+    finally:
+        for engine in engines.values():
+            engine.close()
+
+
 # --- reporting -----------------------------------------------------------------------------
 def machine() -> list[str]:
     cpu = platform.processor() or platform.machine()
@@ -384,8 +434,9 @@ def render(table: Table) -> list[str]:
     for (figure, label, unit), row in table.rows.items():
         ratios = row["ratios"]
         ratio = (f"{fmt_ratio(statistics.median(ratios))}  "
-                 f"[{fmt_ratio(min(ratios))}–{fmt_ratio(max(ratios))}]")
-        lines.append((figure, label, unit, *spread(row["values"], fmt_time), ratio))
+                 f"[{fmt_ratio(min(ratios))}–{fmt_ratio(max(ratios))}]") if ratios else ""
+        fmt = fmt_time if unit != "ratio" else (lambda x: f"{x:.3f}")
+        lines.append((figure, label, unit, *spread(row["values"], fmt), ratio))
     widths = [max(len(str(x[i])) for x in [header, *lines]) for i in range(len(header))]
     align = ("<", "<", "<", ">", ">", ">", "<")
     out = ["  ".join(f"{c:{a}{w}}" for c, a, w in zip(header, align, widths))]
@@ -443,6 +494,7 @@ def main(argv=None) -> int:
         bench_load(table, tmp, events, repeats)
         bench_fresh(table, tmp, n, repeats)
         bench_recovery(table, tmp, n, repeats)
+        bench_guard(table, n, repeats)
     base = table.rows[("0", "plain call step(i) (baseline)", "per call")]
     base["ratios"] = [1.0] * len(base["values"])
 

@@ -229,7 +229,7 @@ class Activities:
         if error is None:
             event = h.Event(position, h.ACTIVITY, name, o["digest"], True, o["value_json"],
                             o["ended_at"], attempt, o["started_at"], "ok",
-                            call_site=o["call_site"])
+                            call_site=o["call_site"], args=h.shown_args(o["text"]))
             event.matched_args = json.loads(o["text"])
             self._append(state, cursor, event)
             self._maybe_crash(state, "after_record", name, position, attempt)
@@ -266,7 +266,7 @@ class Activities:
         event = h.Event(position, h.ACTIVITY, name, o["digest"], False,
                         json.dumps(failed.to_json()), o["ended_at"], attempt, o["started_at"],
                         outcome_of(error), error.error_class, error.message,
-                        call_site=o["call_site"])
+                        call_site=o["call_site"], args=h.shown_args(o["text"]))
         event.matched_args = json.loads(o["text"])
         self._append(state, cursor, event)
         self._maybe_crash(state, "after_record", name, position, attempt)

@@ -789,12 +789,12 @@ class Engine(Activities):
 
     def _record_event(self, state, cursor, kind, name, args, value_json, call_site) -> h.Event:
         """Record a non-activity event (now, random, uuid, a wait's start or end, a marker)."""
-        digest, matched = None, None
+        digest, matched, text = None, None, None
         if args is not None:
             text = h.canonical(args, {}, f"ctx.{kind}", state.run_id, name)
             digest, matched = h.digest_of(text), json.loads(text)
         event = h.Event(cursor.position + 1, kind, name, digest, True, value_json,
-                        self.clock.now(), call_site=call_site)
+                        self.clock.now(), call_site=call_site, args=h.shown_args(text))
         event.matched_args = matched
         return self._append(state, cursor, event)
 

@@ -92,11 +92,14 @@ class NonDeterminismError(DurableLabError):
     Attributes: `run_id`, `workflow`, `position`, `recorded` and `requested` (each a dict with
     `kind`, `name`, `digest`, or None when there is nothing on that side), `call_site`
     ("file:line" of the ctx call, or None), `reason` (a short code: "different_call",
-    "different_arguments", "history_not_consumed"), and `hint` (the likely fix).
+    "different_arguments", "history_not_consumed"), `hint` (the likely fix), and
+    `recorded_args` / `requested_args`: the canonical JSON of each side's arguments,
+    ``[args, kwargs]``, cut at 2,000 characters (None for a call without input, and for
+    history written before durablelab kept arguments: then only the digests show).
     """
 
     fields = ("run_id", "workflow", "position", "recorded", "requested", "call_site",
-              "reason", "hint")
+              "reason", "hint", "recorded_args", "requested_args")
 
 
 class WorkflowError(DurableLabError):
@@ -387,10 +390,30 @@ _DIVERGENCE = {
 }
 
 
-def _side(event: dict | None, fallback: str) -> tuple[str, str, str]:
+#: characters of an argument list shown in a message's table (the fields hold more).
+SHOWN_ARGS = 60
+
+
+def _arguments(text: str | None) -> str:
+    """A call's canonical-JSON arguments, [args, kwargs], written as a call's argument list
+    (``"v-42", region="eu"``), cut at SHOWN_ARGS characters."""
+    if text is None:
+        return "-"
+    import json
+    try:
+        args, kwargs = json.loads(text)
+        parts = [json.dumps(a, ensure_ascii=False) for a in args]
+        parts += [f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in kwargs.items()]
+        shown = ", ".join(parts) or "(none)"
+    except (ValueError, TypeError):     # cut at history.ARGS_CAP: not JSON any more
+        shown = text
+    return shown if len(shown) <= SHOWN_ARGS else shown[:SHOWN_ARGS - 1] + "…"
+
+
+def _side(event: dict | None, fallback: str, args: str | None) -> tuple[str, ...]:
     if event is None:
-        return (fallback, "", "")
-    return (event["kind"], event["name"], event.get("digest") or "-")
+        return (fallback, "", "", "")
+    return (event["kind"], event["name"], _arguments(args), event.get("digest") or "-")
 
 
 def _with_source(call_site: str | None) -> str | None:
@@ -405,12 +428,13 @@ def _with_source(call_site: str | None) -> str | None:
 
 
 def non_determinism(run_id, workflow, position, recorded, requested, call_site, reason,
-                    remaining=None) -> NonDeterminismError:
+                    remaining=None, recorded_args=None,
+                    requested_args=None) -> NonDeterminismError:
     what, hint = _DIVERGENCE[reason]
-    rows = [("", "kind", "name", "input digest"),
-            ("recorded:", *_side(recorded, "(nothing)")),
-            ("requested:", *_side(requested, "(the code returned)"))]
-    widths = [max(len(str(r[i])) for r in rows) for i in range(4)]
+    rows = [("", "kind", "name", "arguments", "input digest"),
+            ("recorded:", *_side(recorded, "(nothing)", recorded_args)),
+            ("requested:", *_side(requested, "(the code returned)", requested_args))]
+    widths = [max(len(str(r[i])) for r in rows) for i in range(5)]
     table = "\n".join("  " + "  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()
                       for r in rows)
     extra = f" ({remaining} event(s) left unreplayed)" if reason == "history_not_consumed" else ""
@@ -423,7 +447,8 @@ def non_determinism(run_id, workflow, position, recorded, requested, call_site, 
         f"Likely fix: {hint}\n{_LESSON}")
     return NonDeterminismError(
         message, run_id=run_id, workflow=workflow, position=position, recorded=recorded,
-        requested=requested, call_site=call_site, reason=reason, hint=hint)
+        requested=requested, call_site=call_site, reason=reason, hint=hint,
+        recorded_args=recorded_args, requested_args=requested_args)
 
 
 def activity_failed(run_id, activity, position, attempts, error: ActivityError,

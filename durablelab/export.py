@@ -34,11 +34,11 @@ A file is a sequence of *records*. Each has a type (``record``), the run it belo
 ``Run.attempts``, ``Run.wakeups``, ``Run.crashes``, in frame order)
     ``data`` maps every column of that frame to its value; a missing value is null. The
     columns are those documented in `durablelab.run` (``position, kind, name, ok, value,
-    digest, recorded_at, attempt, outcome, error_class, call_site`` for an event, and so
-    on). An event's ``value`` is the decoded JSON value itself, not JSON text. A crash
-    row's own ``run_id`` column is the run whose fault killed the worker, which can be
-    another run: that is why a row's data is nested and never merged with the record's
-    ``run_id``.
+    digest, recorded_at, attempt, outcome, error_class, call_site, args`` for an event,
+    and so on; ``args`` is absent from files written before durablelab kept arguments).
+    An event's ``value`` is the decoded JSON value itself, not JSON text. A crash row's
+    own ``run_id`` column is the run whose fault killed the worker, which can be another
+    run: that is why a row's data is nested and never merged with the record's ``run_id``.
 
 A reader is strict, because a lenient one would hand views a run they cannot show: every
 field above is required (``created_by`` aside), an unknown field or record type is an error
@@ -99,7 +99,7 @@ PARQUET_COLUMNS = ("format_version", "record", "run_id", "seq", "data")
 COLUMN_TYPES = {
     "history": {"position": "int", "kind": "str", "name": "str", "ok": "bool", "value": "any",
                 "digest": "str?", "recorded_at": "num", "attempt": "int?", "outcome": "str?",
-                "error_class": "str?", "call_site": "str?"},
+                "error_class": "str?", "call_site": "str?", "args": "str?"},
     "attempts": {"position": "int", "activity": "str", "attempt": "int?", "started_at": "num",
                  "ended_at": "num", "outcome": "str", "error_class": "str?", "error": "str?",
                  "delay": "num?", "max_attempts": "int?"},

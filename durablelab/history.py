@@ -63,6 +63,21 @@ def canonical(args: tuple, kwargs: dict, call: str, where, name: str | None = No
             what=what, where=site(where)) from None
 
 
+#: History keeps each call's canonical arguments beside their digest, so a divergence can
+#: show the values themselves, up to this many characters of canonical JSON; a longer text
+#: is cut there and ends with "…" (the digest still covers all of it). A large prompt then
+#: costs at most 2 kB a row.
+ARGS_CAP = 2000
+
+
+def shown_args(text: str | None) -> str | None:
+    """The canonical-JSON arguments as history keeps them: whole up to ARGS_CAP characters,
+    else their first ARGS_CAP characters and "…"."""
+    if text is None or len(text) <= ARGS_CAP:
+        return text
+    return text[:ARGS_CAP] + "…"
+
+
 def digest_of(text: str) -> str:
     """A stable 16-hex-digit digest of canonical JSON text."""
     return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
@@ -86,6 +101,9 @@ class Event:
     error_class: str | None = None
     error: str | None = None
     call_site: str | None = None   # "file:line" of the ctx call that recorded it
+    # The canonical JSON of the call's arguments, [args, kwargs], capped (see ARGS_CAP);
+    # None for calls without input and for events written before history kept them.
+    args: str | None = None
     # The arguments last seen to match this event (JSON-shaped), so replay can compare
     # cheaply before it pays for a digest. Never stored.
     matched_args: Any = field(default=None, repr=False, compare=False)
@@ -179,9 +197,10 @@ class Cursor:
             return None
         kwargs = kwargs or {}
         if event.kind != kind or event.name != name:
-            requested = None if args is None else digest_of(
-                canonical(args, kwargs, f"ctx.{kind}", call_site, name))
-            raise self.diverged(event, kind, name, requested, call_site, "different_call")
+            text = None if args is None else canonical(args, kwargs, f"ctx.{kind}",
+                                                       call_site, name)
+            raise self.diverged(event, kind, name, None if text is None else digest_of(text),
+                                call_site, "different_call", text)
         if args is not None and event.digest is not None:
             matched = event.matched_args
             if matched is None or not (same_json(args, matched[0])
@@ -190,7 +209,7 @@ class Cursor:
                 requested = digest_of(text)
                 if requested != event.digest:
                     raise self.diverged(event, kind, name, requested, call_site,
-                                        "different_arguments")
+                                        "different_arguments", text)
                 event.matched_args = json.loads(text)
         return self.take()
 
@@ -201,12 +220,14 @@ class Cursor:
             return None
         return self.diverged(event, None, None, None, None, "history_not_consumed")
 
-    def diverged(self, recorded: Event, kind, name, digest, call_site, reason):
+    def diverged(self, recorded: Event, kind, name, digest, call_site, reason,
+                 requested_args: str | None = None):
         requested = None if kind is None else {"kind": kind, "name": name, "digest": digest}
         return non_determinism(
             run_id=self.run_id, workflow=self.workflow, position=self.position + 1,
             recorded=recorded.describe(), requested=requested, call_site=site(call_site),
-            reason=reason, remaining=len(self.history) - self.position)
+            reason=reason, remaining=len(self.history) - self.position,
+            recorded_args=recorded.args, requested_args=shown_args(requested_args))
 
 
 __all__ = ["Event", "Cursor", "canonical", "digest_of", "to_json", "NonDeterminismError"]

@@ -3,7 +3,9 @@
 Views read what the engine or the store holds; they never change it. Frames:
 
 - `history`: one row per event: position, kind, name, ok, value (decoded JSON), digest,
-  recorded_at, attempt, outcome, error_class, call_site ('file:line' of the ctx call).
+  recorded_at, attempt, outcome, error_class, call_site ('file:line' of the ctx call), args
+  (the canonical JSON of the call's arguments, cut at 2,000 characters; None for calls
+  without input and in histories written before durablelab kept them).
 - `attempts`: one row per activity attempt: position, activity, attempt, started_at,
   ended_at, outcome (ok, transient, rate_limited, timeout, non_retryable, malformed,
   circuit_open, crashed, or in_flight for an attempt that has not ended), error_class, error, delay (the backoff chosen before the next attempt),
@@ -22,7 +24,7 @@ from typing import Any
 import pandas as pd
 
 HISTORY_COLUMNS = ["position", "kind", "name", "ok", "value", "digest", "recorded_at",
-                   "attempt", "outcome", "error_class", "call_site"]
+                   "attempt", "outcome", "error_class", "call_site", "args"]
 ATTEMPT_COLUMNS = ["position", "activity", "attempt", "started_at", "ended_at", "outcome",
                    "error_class", "error", "delay", "max_attempts"]
 WAKEUP_COLUMNS = ["woke_at", "reason", "replayed", "recorded"]
@@ -69,7 +71,7 @@ class Run:
     def from_state(cls, state, crash_rows: list[tuple]) -> "Run":
         history = pd.DataFrame(
             [(e.position, e.kind, e.name, e.ok, e.loads(), e.digest, e.recorded_at, e.attempt,
-              e.outcome, e.error_class, e.call_site) for e in state.history],
+              e.outcome, e.error_class, e.call_site, e.args) for e in state.history],
             columns=HISTORY_COLUMNS)
         # A crash during a wait is not an attempt (it is in `crashes`). The last item orders
         # rows that share a start: a crash before or during an attempt comes before the

@@ -29,7 +29,7 @@ import pyarrow as pa
 from .errors import (StoreFormatError, StoreLockedError, store_not_readable_as_is,
                      store_unreadable)
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 #: A file store folds its write-ahead log into the file every this many commits. Opening a
 #: file replays each commit left in the WAL (about 80-150 us each), so a worker that dies
@@ -90,7 +90,11 @@ SELECT run_id, position,
        body ->> '$[8]'                    AS outcome,     --   how it ended
        body ->> '$[9]'                    AS error_class,
        body ->> '$[10]'                   AS error,
-       body ->> '$[11]'                   AS call_site    -- 'file:line' of the ctx call
+       body ->> '$[11]'                   AS call_site,   -- 'file:line' of the ctx call
+       body ->> '$[12]'                   AS args         -- canonical JSON of its arguments,
+                                                          -- [args, kwargs], cut at 2,000
+                                                          -- characters (history.ARGS_CAP);
+                                                          -- NULL before schema 4
 FROM event_log;
 -- Attempts that did not end their activity (they failed and a retry was scheduled).
 -- `delay` is the backoff chosen; the retry is due at ended_at + delay: a durable timer.
@@ -169,7 +173,9 @@ WHERE r.status = 'running'
 """
 
 EVENT_COLS = ("run_id", "position", "kind", "name", "digest", "ok", "value", "recorded_at",
-              "attempt", "started_at", "outcome", "error_class", "error", "call_site")
+              "attempt", "started_at", "outcome", "error_class", "error", "call_site", "args")
+#: The columns of schema 2's `events` table (it had no args).
+EVENT_COLS_V2 = EVENT_COLS[:-1]
 EVENT_LOG_COLS = ("run_id", "position", "body")
 ATTEMPT_COLS = ("run_id", "position", "activity", "attempt", "started_at", "ended_at",
                 "outcome", "error_class", "error", "delay", "max_attempts")
@@ -188,7 +194,7 @@ def event_row(run_id: str, e) -> tuple:
     """The event_log row of a history event (a `history.Event`)."""
     return (run_id, e.position, _BODY.encode(
         [e.kind, e.name, e.digest, e.ok, e.value, e.recorded_at, e.attempt, e.started_at,
-         e.outcome, e.error_class, e.error, e.call_site]))
+         e.outcome, e.error_class, e.error, e.call_site, e.args]))
 
 
 def _row_of_view(row: tuple) -> tuple:
@@ -262,6 +268,8 @@ class Store:
             found = int(row[0][0]) if row else None
             if found == 2:
                 return self._upgrade_from_2()
+            if found == 3:
+                return self._upgrade_from_3()
             raise StoreFormatError(
                 f"{self.path} holds durablelab schema version {found}; this durablelab "
                 f"reads version {SCHEMA_VERSION}. Open it with the version that wrote it, "
@@ -276,13 +284,27 @@ class Store:
         and values move over in one transaction: a failure leaves the file as it was."""
         self.con.execute("BEGIN")
         try:
-            old = self.con.execute(f"SELECT {', '.join(EVENT_COLS)} FROM events "
+            old = self.con.execute(f"SELECT {', '.join(EVENT_COLS_V2)} FROM events "
                                    f"ORDER BY run_id, position").fetchall()
             self.con.execute("DROP VIEW IF EXISTS pending_timers; "
                              "DROP VIEW IF EXISTS pending_signals; DROP TABLE events;")
             self.con.execute(DDL)
             if old:
                 self._bulk("event_log", [_row_of_view(r) for r in old])
+            self.con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
+                             [str(SCHEMA_VERSION)])
+            self.con.execute("COMMIT")
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+
+    def _upgrade_from_3(self) -> None:
+        """Schema 4 keeps each call's canonical arguments as a 13th item of an event's body
+        and shows them as the `events` view's `args` column. Rows written before keep their
+        12 items (their `args` reads NULL: digests only), so only the views change."""
+        self.con.execute("BEGIN")
+        try:
+            self.con.execute(DDL)
             self.con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
                              [str(SCHEMA_VERSION)])
             self.con.execute("COMMIT")

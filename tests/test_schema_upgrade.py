@@ -8,7 +8,7 @@ import duckdb
 import pytest
 
 import durablelab as dl
-from durablelab.store import EVENT_COLS
+from durablelab.store import EVENT_COLS_V2 as EVENT_COLS
 
 # The events table exactly as schema 2 declared it.
 EVENTS_V2 = """
@@ -61,7 +61,7 @@ def test_a_schema_2_file_is_upgraded_in_place_and_its_run_carries_on(db_path):
                                    f"ORDER BY run_id, position")
         assert after == events                       # every value, float and flag unchanged
         assert rows(engine.store, "SELECT value FROM meta WHERE key = 'schema_version'") == \
-            [("3",)]
+            [(str(dl.store.SCHEMA_VERSION),)]
         engine.signal("r", "go", "yes")
         engine.run_until_idle()
         run = engine.run("r")
