@@ -7,9 +7,6 @@ import json
 import os
 import pathlib
 import random
-import subprocess
-import sys
-import textwrap
 import time
 import uuid
 
@@ -18,6 +15,7 @@ import pandas as pd
 import pytest
 
 import durablelab as dl
+from durablelab.examples.hash_order import run_under_seeds
 from durablelab.history import ARGS_CAP
 
 CHANGE = {}
@@ -182,75 +180,29 @@ def test_a_config_file_read_through_a_library_diverges_when_the_file_changes(tmp
 
 # --- hash order: the same code under two PYTHONHASHSEEDs --------------------------------------
 
-FLOWS = textwrap.dedent('''
-    def notify(service):
-        return service
-
-    def set_flow(ctx, _):
-        for service in {"erp", "bank", "email"}:          # a set of strings: hash order
-            ctx.activity("notify", notify, service)
-        ctx.wait_signal("go")
-
-    def dict_flow(ctx, _):
-        regions = dict.fromkeys({"eu", "us", "apac"}, 0)  # a dict built from a set
-        ctx.activity("open_region", notify, next(iter(regions)))
-        ctx.wait_signal("go")
-''')
-
-WORKER = textwrap.dedent('''
-    import json, sys
-    import durablelab as dl
-    import catalogue_flows as flows
-    db, name, step = sys.argv[1], sys.argv[2], sys.argv[3]
-    workflow = getattr(flows, name)
-    engine = dl.Engine(db, workflows=[workflow])
-    if step == "record":
-        engine.start(workflow, None, run_id="r-1")
-    engine.run_until_idle()
-    run = engine.run("r-1")
-    err = run.error
-    print(json.dumps({"status": run.status, "args": list(run.history["args"]),
-                      "error": None if err is None else err.to_json(), "text": str(err)}))
-    engine.close()
-''')
-
-
-def hashed(tmp_path, workflow: str, seeds: tuple[int, int]) -> tuple[dict, dict]:
-    (tmp_path / "catalogue_flows.py").write_text(FLOWS)
-    db = str(tmp_path / f"{workflow}.duckdb")
-    out = []
-    for seed, step in zip(seeds, ("record", "replay")):
-        env = {**os.environ, "PYTHONHASHSEED": str(seed),
-               "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
-        done = subprocess.run([sys.executable, "-c", WORKER, db, workflow, step], env=env,
-                              capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, done.stderr
-        out.append(json.loads(done.stdout.splitlines()[-1]))
-    return out[0], out[1]
-
-
 @pytest.mark.parametrize("workflow, name", [("set_flow", "notify"),
                                             ("dict_flow", "open_region")])
 def test_hash_order_diverges_under_another_pythonhashseed(tmp_path, workflow, name):
-    recorded, replayed = hashed(tmp_path, workflow, (1, 4))
+    recorded, replayed = run_under_seeds(workflow, (1, 4), tmp_path / "runs.duckdb")
+    assert (recorded["hash_seed"], replayed["hash_seed"]) == ("1", "4")
     assert recorded["status"] == "waiting"
     assert replayed["status"] == "diverged"
     fields = replayed["error"]["fields"]
     assert replayed["error"]["class"] == "NonDeterminismError"
     assert fields["reason"] == "different_arguments" and fields["position"] == 1
     assert fields["recorded"]["name"] == fields["requested"]["name"] == name
-    assert fields["recorded_args"] == recorded["args"][0]
-    assert fields["recorded_args"] != fields["requested_args"]
     first, second = (json.loads(fields[k])[0][0] for k in ("recorded_args", "requested_args"))
-    assert f'"{first}"' in next(line for line in replayed["text"].splitlines()
-                                if "recorded:" in line)
-    assert f'"{second}"' in next(line for line in replayed["text"].splitlines()
-                                 if "requested:" in line)
+    assert first == recorded["steps"][0] and first != second
+    lines = replayed["message"].splitlines()
+    assert f'"{first}"' in next(line for line in lines if "recorded:" in line)
+    assert f'"{second}"' in next(line for line in lines if "requested:" in line)
 
 
-def test_the_same_pythonhashseed_replays(tmp_path):
-    recorded, replayed = hashed(tmp_path, "set_flow", (4, 4))
+@pytest.mark.parametrize("workflow, seeds", [("set_flow", (4, 4)), ("sorted_flow", (1, 4))])
+def test_the_same_hash_seed_or_a_sorted_order_replays(tmp_path, workflow, seeds):
+    recorded, replayed = run_under_seeds(workflow, seeds, tmp_path / "runs.duckdb")
     assert (recorded["status"], replayed["status"]) == ("waiting", "waiting")
+    assert recorded["steps"] == replayed["steps"]
 
 
 # --- code changes ----------------------------------------------------------------------------
@@ -411,3 +363,30 @@ def test_arguments_reach_the_events_view_and_exports(db_path, tmp_path):
         pd.testing.assert_series_equal(loaded.history["args"], run.history["args"])
         assert loaded.history["args"][0] == view[0][1]
         assert loaded.history["args"].isna().tolist() == [False, False, True, True]
+
+
+def test_the_divergence_picture_marks_where_each_replay_stopped():
+    from matplotlib.colors import to_hex
+    from durablelab.viz.divergence import COLOURS
+    runs = {"insert": {"insert": True}, "sleep": {"sleep": 7200}}
+    shown = {}
+    for label, change in runs.items():
+        CHANGE.clear()
+        engine = dl.Engine()
+        engine.start(deployed, ORDER, run_id=label)
+        engine.advance(7200)
+        CHANGE.update(change)
+        engine.crash()
+        engine.run_until_idle()
+        shown[label] = engine.run(label)
+        engine.close()
+    fig = dl.viz.divergence_plot(shown)
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["sleep", "insert"]
+    assert ax.get_xlabel() == "history position"
+    bars = {(round(p.get_y() + p.get_height() / 2), round(p.get_x() + p.get_width() / 2)):
+            to_hex(p.get_facecolor()) for p in ax.patches}
+    assert bars[(1, 2)] == COLOURS["stopped"] and bars[(1, 1)] == COLOURS["replayed"]
+    assert bars[(0, 5)] == COLOURS["stopped"] and bars[(0, 6)] == COLOURS["unreached"]
+    notes = [t.get_text() for t in ax.texts]
+    assert "position 2: another step" in notes and "position 5: other arguments" in notes

@@ -16,6 +16,12 @@ def compare_plot(frame, **options):
     return make(frame, **options)
 
 
+def divergence_plot(runs, **options):
+    """A matplotlib Figure of where replay stopped in each of `runs` ({label: Run})."""
+    from .divergence import divergence_plot as make
+    return make(runs, **options)
+
+
 def run_html(run) -> str:
     """The notebook display of a Run: status, result or error, attempts and wake-ups."""
     from .html import run_html as make
@@ -31,4 +37,4 @@ def __getattr__(name):
     raise AttributeError(f"module 'durablelab.viz' has no attribute {name!r}")
 
 
-__all__ = ["timeline", "compare_plot", "run_html", "ReplayExplorer"]
+__all__ = ["timeline", "compare_plot", "divergence_plot", "run_html", "ReplayExplorer"]
