@@ -247,23 +247,27 @@ def guarded_context(context_class: type) -> type:
             methods[name] = _pausing(attr)
     return type(context_class.__name__, (context_class,),
                 {"__module__": context_class.__module__, "__doc__": context_class.__doc__,
-                 "_caller": context_class._caller + 1,
+                 "_caller": context_class._caller + 1, "_hook": None, "_trip": (),
+                 "_paused": False,
                  "__qualname__": context_class.__qualname__, **methods})
 
 
 def _pausing(method: Callable) -> Callable:
-    getprofile, setprofile = sys.getprofile, sys.setprofile
+    setprofile = sys.setprofile
 
     @functools.wraps(method)
     def paused(self, *args, **kwargs):
-        trip = getattr(self, "_trip", None)
-        if trip:
-            raise trip[0]
-        hook = getprofile()
+        hook = self._hook
+        if hook is None or self._paused:    # the guard is off, or already paused
+            return method(self, *args, **kwargs)
+        if self._trip:
+            raise self._trip[0]
+        self._paused = True
         setprofile(None)
         try:
             return method(self, *args, **kwargs)
         finally:
+            self._paused = False
             setprofile(hook)
 
     return paused

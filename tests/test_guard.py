@@ -198,6 +198,8 @@ def test_the_hook_is_gone_after_every_wake_up():
 
 def test_under_a_profiler_the_guard_says_it_is_off_and_stays_out_of_the_way():
     def workflow(ctx, _):
+        ctx.activity("hello", hello)            # ctx methods leave the profiler alone
+        ctx.sleep(1)
         return time.time() > 0
 
     profiler = cProfile.Profile()
@@ -209,6 +211,7 @@ def test_under_a_profiler_the_guard_says_it_is_off_and_stays_out_of_the_way():
             profiler.disable()
     assert run.status == "completed" and run.result is True
     assert any("workflow" in str(key) for key in profiler.getstats())  # it still profiled
+    assert sys.getprofile() is None
 
 
 def test_the_guard_error_survives_a_file(db_path):
