@@ -34,7 +34,9 @@ counts as a library. `ctx` methods switch the guard off while they run, so activ
 (which run inside ``ctx.activity``) and durablelab itself are never stopped.
 
 How: a ``sys.setprofile`` hook is installed only while workflow code runs, and removed
-inside every `ctx` method, so the engine's own work pays nothing for it. CPython removes a
+inside every `ctx` method, so the engine's own work pays nothing for it (from Python 3.12,
+where installing a hook costs microseconds, it stays in and returns at once inside `ctx`
+methods). CPython removes a
 hook that raises, so the guard remembers the trip: the run fails with the guard's error even
 if the workflow catches it and carries on (the next `ctx` call raises it again). Under a
 profiler (``cProfile``, ``%prun``) the hook slot is taken: the guard then stays off and says
@@ -137,10 +139,13 @@ def _py_calls() -> dict:
                                              "__subclasshook__", "__init_subclass__"):
                 add(fn, "os.environ" if name.startswith("__") else f"os.environ.{name}()",
                     _ENVIRON, os.environ)
-    return {code: tuple(entries) for code, entries in table.items()}
+    return table
 
 
-PY_CALLS = _py_calls()
+# By id: hashing a code object hashes its bytecode and constants (about 1 us), and the hook
+# looks up every Python call. The functions keep their code objects (and so the ids) alive.
+_PY_TABLE = _py_calls()
+PY_CALLS = {id(code): tuple(entries) for code, entries in _PY_TABLE.items()}
 
 
 def _profiler_active() -> bool:
@@ -175,7 +180,8 @@ class Guard:
         if target is None:
             module = sys.modules.get(getattr(fn, "__module__", None) or "")
             target = getattr(module, "__dict__", None)
-        hook = _hook(target, ctx.run_id, ctx._state.workflow, trip)
+        hook = _hook(target, ctx.run_id, ctx._state.workflow, trip,
+                     None if SWAP_HOOK else ctx)
         ctx._hook = hook
         sys.setprofile(hook)
         try:
@@ -197,11 +203,17 @@ def _unwrap(fn):
     return fn
 
 
-def _hook(target: dict | None, run_id: str, workflow: str, trip: list):
+#: Python 3.11 swaps the hook out inside ctx methods (sys.setprofile costs ~0.1 us there).
+#: From 3.12 sys.setprofile re-instruments the interpreter (~5 us a call), so the hook stays
+#: in and returns at once while a ctx method runs (it checks the context's flag).
+SWAP_HOOK = sys.version_info < (3, 12)
+
+
+def _hook(target: dict | None, run_id: str, workflow: str, trip: list, ctx=None):
     """The profile hook for one wake-up. It runs on every call and return while workflow
     code runs, so it does as little as it can before it knows a call matters: a C call is
     looked at only when workflow code made it, a Python call only when it is a guarded
-    function."""
+    function. With `ctx` (Python 3.12+), nothing is looked at while a ctx method runs."""
     c_calls, py_calls, dt = C_CALLS, PY_CALLS, DATETIME
 
     def stop(entry, frame):
@@ -211,6 +223,8 @@ def _hook(target: dict | None, run_id: str, workflow: str, trip: list):
         raise error
 
     def hook(frame, event, arg):
+        if ctx is not None and ctx._paused:
+            return
         if event == "c_call":
             if frame.f_globals is not target:
                 return
@@ -223,7 +237,7 @@ def _hook(target: dict | None, run_id: str, workflow: str, trip: list):
                 entry = (f"{arg.__self__.__name__}.{arg.__name__}()", _CLOCK)
             stop(entry, frame)
         elif event == "call":
-            entries = py_calls.get(frame.f_code)
+            entries = py_calls.get(id(frame.f_code))
             if entries is None:
                 return
             caller = frame.f_back
@@ -263,12 +277,14 @@ def _pausing(method: Callable) -> Callable:
         if self._trip:
             raise self._trip[0]
         self._paused = True
-        setprofile(None)
+        if SWAP_HOOK:
+            setprofile(None)
         try:
             return method(self, *args, **kwargs)
         finally:
             self._paused = False
-            setprofile(hook)
+            if SWAP_HOOK:
+                setprofile(hook)
 
     return paused
 

@@ -137,7 +137,7 @@ def from_dbos(url: str, workflow_id: str) -> Run:
         nonlocal position
         position += 1
         history.append((position, kind, name, ok, value, digest, at, attempt, outcome,
-                        error_class, None))
+                        error_class, None, None))   # no call site, no arguments kept
 
     pending: list[dict] = []   # attempts of the activity being read, until its last
     previous = None
