@@ -266,10 +266,8 @@ class Store:
                 path=self.path, found=None, expected=SCHEMA_VERSION)
         if "meta" in tables:
             found = int(row[0][0]) if row else None
-            if found == 2:
-                return self._upgrade_from_2()
-            if found == 3:
-                return self._upgrade_from_3()
+            if found in (2, 3):
+                return self._upgrade(found)
             raise StoreFormatError(
                 f"{self.path} holds durablelab schema version {found}; this durablelab "
                 f"reads version {SCHEMA_VERSION}. Open it with the version that wrote it, "
@@ -278,33 +276,25 @@ class Store:
         self.con.execute(DDL)
         self.con.execute("INSERT INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
 
-    def _upgrade_from_2(self) -> None:
-        """Schema 2 kept every fact of an event in a column of an `events` table; schema 3
-        writes the narrow `event_log` and reads it through the `events` view. The same rows
-        and values move over in one transaction: a failure leaves the file as it was."""
+    def _upgrade(self, found: int) -> None:
+        """Bring a store of schema `found` up to this one, in one transaction (a failure
+        leaves the file as it was). Schema 2 kept every fact of an event in a column of an
+        `events` table; schema 3 writes the narrow `event_log` and reads it through the
+        `events` view, so its rows move over unchanged. Schema 4 keeps each call's canonical
+        arguments as a 13th item of an event's body, shown as the view's `args` column; rows
+        written before keep their 12 items (their `args` reads NULL: digests only), so from
+        schema 3 only the views change."""
         self.con.execute("BEGIN")
         try:
-            old = self.con.execute(f"SELECT {', '.join(EVENT_COLS_V2)} FROM events "
-                                   f"ORDER BY run_id, position").fetchall()
-            self.con.execute("DROP VIEW IF EXISTS pending_timers; "
-                             "DROP VIEW IF EXISTS pending_signals; DROP TABLE events;")
+            old = []
+            if found == 2:
+                old = self.con.execute(f"SELECT {', '.join(EVENT_COLS_V2)} FROM events "
+                                       f"ORDER BY run_id, position").fetchall()
+                self.con.execute("DROP VIEW IF EXISTS pending_timers; "
+                                 "DROP VIEW IF EXISTS pending_signals; DROP TABLE events;")
             self.con.execute(DDL)
             if old:
                 self._bulk("event_log", [_row_of_view(r) for r in old])
-            self.con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
-                             [str(SCHEMA_VERSION)])
-            self.con.execute("COMMIT")
-        except BaseException:
-            self.con.execute("ROLLBACK")
-            raise
-
-    def _upgrade_from_3(self) -> None:
-        """Schema 4 keeps each call's canonical arguments as a 13th item of an event's body
-        and shows them as the `events` view's `args` column. Rows written before keep their
-        12 items (their `args` reads NULL: digests only), so only the views change."""
-        self.con.execute("BEGIN")
-        try:
-            self.con.execute(DDL)
             self.con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
                              [str(SCHEMA_VERSION)])
             self.con.execute("COMMIT")
