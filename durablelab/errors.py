@@ -11,6 +11,7 @@ in this module: reading a stranger's history never imports or runs code.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 
@@ -399,7 +400,6 @@ def _arguments(text: str | None) -> str:
     (``"v-42", region="eu"``), cut at SHOWN_ARGS characters."""
     if text is None:
         return "-"
-    import json
     try:
         args, kwargs = json.loads(text)
         parts = [json.dumps(a, ensure_ascii=False) for a in args]

@@ -36,18 +36,19 @@ counts as a library. `ctx` methods switch the guard off while they run, so activ
 How: a ``sys.setprofile`` hook is installed only while workflow code runs, and removed
 inside every `ctx` method, so the engine's own work pays nothing for it (from Python 3.12,
 where installing a hook costs microseconds, it stays in and returns at once inside `ctx`
-methods). CPython removes a
-hook that raises, so the guard remembers the trip: the run fails with the guard's error even
-if the workflow catches it and carries on (the next `ctx` call raises it again). Under a
+methods). CPython removes a hook that raises, so the guard remembers the trip: the run fails
+with the guard's error even if the workflow catches it and carries on (the next `ctx` call
+raises it again). Under a
 profiler (``cProfile``, ``%prun``) the hook slot is taken: the guard then stays off and says
 so once with a `GuardOffWarning`, rather than fight the profiler. `Engine(guard=False)`
 turns it off for good, which is how the lesson shows the silent divergence it prevents.
 
-What no guard sees: a clock read from C code (an extension module calling ``time()``
-itself), ``pandas.Timestamp.now()``, a ``default_factory`` of a dataclass or pydantic model
-(called by the library, so let through), a helper module that reads the clock. Those lead to
-a `NonDeterminismError` on a later replay instead; notebooks/09_non_determinism.ipynb shows
-each one.
+What no guard sees: a clock read from C code (an extension module, or a built-in such as
+``collections.defaultdict(time.time)`` calling it), ``pandas.Timestamp.now()``, a pydantic
+``Field(default_factory=time.time)`` (called from pydantic's compiled core; a dataclass's
+``default_factory`` is stopped, as the ``__init__`` a dataclass generates belongs to the
+workflow's module), a helper in another module. Those lead to a `NonDeterminismError` on a
+later replay instead; notebooks/09_non_determinism.ipynb shows each one.
 """
 
 from __future__ import annotations
