@@ -353,7 +353,7 @@ def bench_recovery(table: Table, tmp: Path, n: int, repeats: int) -> None:
 # --- figure 5: the determinism guard on the wake-up path -----------------------------------
 GUARD = {True: "wake-up replay, guard on (default)",
          False: "wake-up replay, Engine(guard=False)"}
-WAKES = 5
+WAKES = 20
 
 
 def bench_guard(table: Table, n: int, repeats: int) -> None:
