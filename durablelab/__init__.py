@@ -23,8 +23,8 @@ from .diagnose import Diagnosis, diagnose
 from .breaker import CircuitBreaker
 from .budget import Budget
 from .engine import Engine, workflow
-from .errors import (ActivityFailed, AgentConfigError, BudgetExceeded, DeterminismGuardError,
-                     DuplicateRunError,
+from .errors import (ActivityFailed, AgentConfigError, BudgetExceeded,
+                     DeterminismGuardError, DuplicateRunError,
                      DurableLabError, ModelOutputError, NonDeterminismError, NonRetryable,
                      PolicyError, RateLimited, ReadOnlyEngineError, RunFinishedError,
                      RunNotFoundError, RunTimedOut, SerializationError, StoreFormatError,
