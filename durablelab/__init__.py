@@ -16,7 +16,7 @@ a replay, not a repeated side effect.
     engine.run(run_id).result          # 'hello ada'
 """
 
-from . import agents, faults, sim, viz
+from . import agents, exercises, faults, sim, viz
 from .clock import VirtualClock, WallClock
 from .context import Context, Saga
 from .diagnose import Diagnosis, diagnose
@@ -66,5 +66,5 @@ __all__ = [
     "FaultMatrix", "matrix", "retry_amplification",
     "ReadOnlyEngineError",
     "agents", "AgentConfigError",
-    "sweep", "Experiment", "presets", "SweepError", "ConfigError",
+    "sweep", "Experiment", "presets", "SweepError", "ConfigError", "exercises",
 ]

@@ -9,9 +9,10 @@ read-only and shared, so `open_lab` first copies the lessons into a folder the l
 ``~/durablelab-lessons`` by default, and only ever adds the files that are missing there: a
 learner's edits are never overwritten, and the command says which files it kept.
 
-A lesson's minutes come from its notebook's metadata (``"durablelab": {"minutes": 20}``);
-without it they are estimated from its length (about 150 words of prose a minute and one
-minute a code cell) and shown with a ``~``.
+A lesson's minutes come from its first cell, which says "About 20 minutes." (notebook
+metadata would not survive `tools/refresh_notebooks.py`); without that sentence they are
+estimated from its length (about 150 words of prose a minute and one minute a code cell)
+and shown with a ``~``.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ SHIPPED = PACKAGE / "lessons"
 #: The folder `durablelab lab` copies the lessons into when durablelab is installed.
 DEFAULT_COPY = Path("~") / "durablelab-lessons"
 FOLDERS = ("notebooks", "datasets")
+_MINUTES = re.compile(r"\babout (\d+) minutes\b", re.I)
 
 
 @dataclass(frozen=True)
@@ -71,8 +73,10 @@ def lessons_root() -> Path:
 
 
 def datasets_dir() -> Path:
-    """The ``datasets/`` folder (fault plans, model fixtures) of the checkout or the wheel."""
-    return lessons_root() / "datasets"
+    """The ``datasets/`` folder (fault plans, model fixtures) of the checkout, or the copy a
+    wheel carries; code that reads a named dataset (``SimLLM(scenario=...)``) looks here."""
+    root = checkout()
+    return (root if root is not None else SHIPPED) / "datasets"
 
 
 def lessons(root: Path | None = None) -> list[Lesson]:
@@ -92,9 +96,9 @@ def _lesson(path: Path) -> Lesson:
     heading = next((line for t in text for line in t.splitlines() if line.startswith("# ")),
                    f"# {path.stem}")
     title = re.sub(r"^#\s*\d+\s*[·:.-]?\s*", "", heading).strip()
-    minutes = (nb.get("metadata", {}).get("durablelab") or {}).get("minutes")
-    if isinstance(minutes, int) and minutes > 0:
-        return Lesson(path.name[:2], title, minutes, False, path)
+    stated = _MINUTES.search(text[0]) if text else None
+    if stated:
+        return Lesson(path.name[:2], title, int(stated.group(1)), False, path)
     words = sum(len(t.split()) for t, c in zip(text, cells) if c.get("cell_type") == "markdown")
     code = sum(1 for c in cells if c.get("cell_type") == "code")
     return Lesson(path.name[:2], title, max(1, round(words / 150 + code)), True, path)

@@ -26,7 +26,7 @@ def test_public_names_are_pinned():
         "FaultMatrix", "matrix", "retry_amplification",
         "ReadOnlyEngineError",
         "agents", "AgentConfigError",
-        "sweep", "Experiment", "presets", "SweepError", "ConfigError"])
+        "sweep", "Experiment", "presets", "SweepError", "ConfigError", "exercises"])
 
 
 def test_every_public_callable_has_a_docstring():

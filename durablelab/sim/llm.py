@@ -35,6 +35,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from ..curriculum import datasets_dir
 from ..errors import RateLimited
 
 #: dollars per million tokens, roughly a small hosted model.
@@ -44,7 +45,7 @@ DEFECTS = ("truncated", "schema", "refusal")
 REFUSAL = "I'm sorry, but I can't help with that request."
 DEFAULT_ANSWER = "I don't have an answer for that."
 #: where named scenarios live: ``SimLLM(scenario="vendor_extraction")``.
-SCENARIO_DIR = Path(__file__).resolve().parents[2] / "datasets" / "models"
+SCENARIO_DIR = datasets_dir() / "models"
 
 
 def count_tokens(text: str) -> int:

@@ -1,0 +1,14 @@
+"""Lesson 04 (time-outs and heartbeats): solutions."""
+
+import durablelab as dl
+
+#: 04.2: a charge takes 45 s, so one attempt needs at least 45 s.
+START_TO_CLOSE = 45
+
+
+def approval(ctx: dl.Context, request: dict) -> dict:
+    """04.5: the wait ends by its deadline, and None has a path of its own."""
+    decision = ctx.wait_signal("approval", timeout=86400)
+    if decision is None:
+        return {"approved": False, "timed_out": True}
+    return {"approved": decision["approved"], "timed_out": False}
