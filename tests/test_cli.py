@@ -16,7 +16,6 @@ import re
 import shlex
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import duckdb
@@ -213,7 +212,8 @@ BAD = [
     (["runs", "{f}/cut.jsonl"], 1, "truncated"),
     (["runs", "{f}/cut.parquet"], 1, "not a readable Parquet file"),
     (["runs", "{f}/not-export.jsonl"], 1, "not a durablelab export"),
-    (["show", "nope", "--db", "{f}/store.duckdb"], 1, "no run 'nope' here. It holds 1 run(s): 'demo'"),
+    (["show", "nope", "--db", "{f}/store.duckdb"], 1,
+     "no run 'nope' here. It holds 1 run(s): 'demo'"),
     (["show", "nope", "--db", "{f}/runs.jsonl"], 1, "no run 'nope' here"),
     (["show", "nope", "--db", "{f}/runs.parquet"], 1, "no run 'nope' here"),
     (["show", "demo", "--db", "{f}/a-folder"], 1, "this is a folder"),
@@ -369,32 +369,15 @@ def test_lab_as_root_says_so_and_passes_allow_root(monkeypatch, capsys, uid):
 
 def test_lab_serves_the_lessons_on_localhost_and_stops(tmp_path):
     pytest.importorskip("jupyterlab")
-    import json
-    import socket
-    import urllib.request
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    import labserver
+    port = labserver.free_port()
     env = {**ENV, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
            "JUPYTER_CONFIG_DIR": str(tmp_path / "config"), "HOME": str(tmp_path)}
-    lab = subprocess.Popen(
-        [sys.executable, "-m", "durablelab", "lab", "--no-browser", f"--port={port}",
-         "--ServerApp.ip=127.0.0.1", "--IdentityProvider.token=lesson"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lab = subprocess.Popen([sys.executable, "-m", "durablelab", "lab", *labserver.options(port)],
+                           env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        url = f"http://127.0.0.1:{port}/api/contents/notebooks?token=lesson"
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                with urllib.request.urlopen(url, timeout=5) as answer:
-                    listing = json.load(answer)
-                break
-            except OSError:
-                assert lab.poll() is None, lab.stdout.read()
-                assert time.monotonic() < deadline, "JupyterLab did not answer in 90 s"
-                time.sleep(0.5)
-        names = {item["name"] for item in listing["content"]}
-        assert "01_replay.ipynb" in names
+        listing = labserver.contents(port, "notebooks", lab)
+        assert "01_replay.ipynb" in {item["name"] for item in listing["content"]}
     finally:
         lab.terminate()
         lab.wait(timeout=30)

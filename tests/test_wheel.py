@@ -15,15 +15,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import sysconfig
-import time
 import urllib.request
 import zipfile
 from pathlib import Path
 
+import labserver
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -97,12 +96,6 @@ def test_installed_wheel_lists_its_lessons_and_finds_its_datasets(venv, tmp_path
     assert str(venv) in listed.stdout
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_lab_from_the_wheel_copies_the_lessons_keeps_edits_and_serves_them(venv, tmp_path):
     pytest.importorskip("jupyterlab")
     copy = tmp_path / "durablelab-lessons"
@@ -111,32 +104,21 @@ def test_lab_from_the_wheel_copies_the_lessons_keeps_edits_and_serves_them(venv,
     first = lesson_names()[0]
     (copy / "notebooks").mkdir()
     (copy / "notebooks" / first).write_text('{"cells": [], "mine": true}')
-    port = free_port()
+    port = labserver.free_port()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     prefix = Path(sysconfig.get_paths()["data"])
     env.update(HOME=str(tmp_path), JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"),
                JUPYTER_CONFIG_DIR=str(tmp_path / "config"),
                JUPYTERLAB_DIR=str(prefix / "share" / "jupyter" / "lab"),
                JUPYTER_PATH=str(prefix / "share" / "jupyter"))
-    lab = subprocess.Popen(
-        [str(venv / "bin" / "durablelab"), "lab", "--no-browser", f"--port={port}",
-         "--ServerApp.ip=127.0.0.1", "--IdentityProvider.token=lesson"],
-        env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lab = subprocess.Popen([str(venv / "bin" / "durablelab"), "lab", *labserver.options(port)],
+                           env=env, cwd=tmp_path, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
     try:
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                with urllib.request.urlopen(f"{base}/api/contents/notebooks?token=lesson",
-                                            timeout=5) as answer:
-                    listing = json.load(answer)
-                break
-            except OSError:
-                assert lab.poll() is None, lab.stdout.read()
-                assert time.monotonic() < deadline, "JupyterLab did not answer in 90 s"
-                time.sleep(0.5)
+        listing = labserver.contents(port, "notebooks", lab)
         assert {item["name"] for item in listing["content"]} >= set(lesson_names())
-        with urllib.request.urlopen(f"{base}/lab/tree/notebooks/{first}?token=lesson",
+        with urllib.request.urlopen(f"{base}/lab/tree/notebooks/{first}?token={labserver.TOKEN}",
                                     timeout=10) as page:
             assert page.status == 200 and "JupyterLab" in page.read().decode()
     finally:
