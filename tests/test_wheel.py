@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -91,7 +92,7 @@ def test_installed_wheel_lists_its_lessons_and_finds_its_datasets(venv, tmp_path
     assert file.startswith(str(venv)) and scenarios == "True"
     listed = run_in(venv, "durablelab", "lessons", home=tmp_path)
     assert listed.returncode == 0, listed.stderr
-    numbers = [line.split()[0] for line in listed.stdout.splitlines() if line[:2].isdigit()]
+    numbers = re.findall(r"^(\d\d)\s+~?\d+ min\s", listed.stdout, re.M)
     assert numbers == [name[:2] for name in lesson_names() if name[:2].isdigit()]
     assert str(venv) in listed.stdout
 
