@@ -19,6 +19,7 @@ import json
 import math
 import multiprocessing
 import pickle
+import sys
 from pathlib import Path
 from typing import Callable
 
@@ -303,7 +304,7 @@ def _difference(old: dict, new: dict) -> str:
 def sweep(workflow: Callable, inputs, policies: dict | None = None,
           fault_plans: dict | None = None, seeds=range(10), world: Callable | None = None,
           contention: bool = False, processes: int | None = None,
-          timeout: float | None = 7 * 86400, path=None):
+          timeout: float | None = 7 * 86400, path=None, executor: cf.Executor | None = None):
     """Run `workflow` once per (input, policy, fault plan, seed); returns an `Experiment`.
 
     Use it to ask, before production, which retry policy survives which failures and at
@@ -333,9 +334,17 @@ def sweep(workflow: Callable, inputs, policies: dict | None = None,
             policy that retries forever still ends); None for no limit.
         path: a DuckDB file for the results. The same call with the same path resumes an
             interrupted sweep: finished cells are kept, only the others run.
+        executor: any `concurrent.futures.Executor` to run the jobs on instead of this
+            process or `processes`: a Dask cluster's ``Client(...).get_executor(pure=False)``
+            spreads a sweep over many machines. Jobs travel as data (the workflow's and the
+            world's import paths, the policies, plans and seeds), run in an in-memory engine
+            on a worker and come back as rows; each result is taken as it arrives and its
+            future dropped, so a killed worker costs only the job it had in flight, which
+            the executor runs again. The table is the serial one.
 
     Raises `SweepError` (a ValueError) for bad arguments, an unpicklable workflow or world
-    with ``processes``, or a `path` holding another sweep's results.
+    with ``processes``, a workflow or world an ``executor``'s workers cannot import, or a
+    `path` holding another sweep's results.
     """
     from .view import Experiment
     spec = Spec(workflow, inputs, policies, fault_plans, seeds, world, contention, timeout)
@@ -343,7 +352,19 @@ def sweep(workflow: Callable, inputs, policies: dict | None = None,
                                   or processes < 1):
         raise SweepError(f"sweep(processes={processes!r}): give a number of worker processes "
                          f">= 1, or None to run in this process", argument="processes")
-    spec_bytes = _pickled(spec) if processes and processes > 1 else None
+    if executor is not None:
+        if processes is not None:
+            raise SweepError("sweep(processes=..., executor=...): give one of them; an "
+                             "executor brings its own workers", argument="executor")
+        if not isinstance(executor, cf.Executor):
+            raise SweepError(f"sweep(executor={executor!r}): give a concurrent.futures."
+                             f"Executor, e.g. dask.distributed.Client(...).get_executor("
+                             f"pure=False)", argument="executor")
+        _importable(spec.workflow, "workflow")
+        if spec.world is not None:
+            _importable(spec.world, "world")
+    spec_bytes = _pickled(spec) if executor is not None or (processes and processes > 1) \
+        else None
     results = Results(path, spec)
     try:
         done = results.finished()
@@ -353,7 +374,9 @@ def sweep(workflow: Callable, inputs, policies: dict | None = None,
         from tqdm.auto import tqdm
         with tqdm(total=total, initial=per_cell * len(done), unit="run", desc="sweep",
                   disable=None) as bar:
-            if spec_bytes is None:
+            if executor is not None:
+                _distributed(spec, spec_bytes, todo, results, bar, executor)
+            elif spec_bytes is None:
                 _serial(spec, todo, results, bar)
             else:
                 _parallel(spec, spec_bytes, todo, results, bar, processes)
@@ -374,6 +397,22 @@ def _pickled(spec: Spec) -> bytes:
                 f"notebook cell (not a lambda or a nested function), or run without "
                 f"processes.", argument=what) from None
     return pickle.dumps(spec)
+
+
+def _importable(obj, what: str) -> None:
+    """An executor's workers are other processes, often spawned on other machines: they
+    find the workflow and the world by import path, so both must be importable there."""
+    module = getattr(obj, "__module__", None)
+    qualname = getattr(obj, "__qualname__", "")
+    found = sys.modules.get(module) if module and module != "__main__" else None
+    for part in qualname.split(".") if found is not None and "<" not in qualname else ():
+        found = getattr(found, part, None)
+    if found is not obj:
+        raise SweepError(
+            f"sweep(executor=...): the {what} {obj!r} cannot be imported by the executor's "
+            f"workers (they find it as {module}:{qualname}). Define it at the top level of "
+            f"a module the workers can import (a file next to the notebook, or a package), "
+            f"not in a notebook cell or inside a function.", argument=what)
 
 
 def _chunks(spec: Spec, cell: int, size: int) -> list[tuple]:
@@ -428,4 +467,45 @@ def _parallel(spec: Spec, spec_bytes: bytes, todo: list[int], results: Results, 
     pool.shutdown()
 
 
-__all__ = ["sweep", "Spec", "Results", "do_job"]
+#: runs per job on an executor: a Dask task costs about 1.5 ms to schedule, a run well
+#: under that, so a job of this many runs is mostly work.
+EXECUTOR_JOB_RUNS = 50
+
+
+def job_on_executor(spec_bytes: bytes, job: tuple) -> tuple:
+    """What a worker of an executor runs: some runs of one cell, in its own in-memory
+    engine. The spec is unpickled once per worker process and kept."""
+    if _WORKER.get("spec_bytes") != spec_bytes:
+        _WORKER.update(spec_bytes=spec_bytes, spec=pickle.loads(spec_bytes), runner=Isolated())
+    return do_job(_WORKER["spec"], _WORKER["runner"], job)
+
+
+def _distributed(spec: Spec, spec_bytes: bytes, todo: list[int], results: Results, bar,
+                 executor: cf.Executor) -> None:
+    jobs = [job for cell in todo for job in _chunks(spec, cell, EXECUTOR_JOB_RUNS)]
+    waiting = {cell: sum(1 for j in jobs if j[0] == cell) for cell in todo}
+    gathered: dict[int, tuple[list, dict]] = {cell: ([], {}) for cell in todo}
+    pending = {executor.submit(job_on_executor, spec_bytes, job) for job in jobs}
+    try:
+        while pending:
+            done, pending = cf.wait(pending, return_when=cf.FIRST_COMPLETED)
+            for future in done:
+                cell, rows, load = future.result()
+                mine = gathered[cell]
+                mine[0].extend(rows)
+                for key, n in load.items():
+                    mine[1][key] = mine[1].get(key, 0) + n
+                bar.update(len(rows))
+                waiting[cell] -= 1
+                if waiting[cell] == 0:
+                    results.write_cell(cell, spec, *gathered.pop(cell))
+            # Drop finished futures: a Dask future stays alive (and its result in a
+            # worker's memory, to be recomputed if that worker dies) while one refers to it.
+            del done, future
+    except BaseException:
+        for future in pending:
+            future.cancel()
+        raise
+
+
+__all__ = ["sweep", "Spec", "Results", "do_job", "job_on_executor"]
