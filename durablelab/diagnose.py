@@ -146,9 +146,11 @@ def _failed(run) -> Diagnosis:
                           for a in attempts.itertuples(index=False)) or "none recorded"
         cause = _cause(error.cause_class, error.cause_message)
         if getattr(run, "source", "") == "temporal":
-            sentence = (f"Failed {_rel(run, at)}: activity {error.activity!r} (position "
-                        f"{error.position}) failed for good on attempt {error.attempts} "
-                        f"[{tried}; Temporal's history holds no earlier attempts]: {cause}.")
+            where = f" (position {error.position})" if error.position else ""
+            which = f" on attempt {error.attempts}" if error.attempts else ""
+            sentence = (f"Failed {_rel(run, at)}: activity {error.activity!r}{where} failed "
+                        f"for good{which} [{tried}; Temporal's history holds no earlier "
+                        f"attempts]: {cause}.")
         else:
             why = ("its error is not retryable" if error.error_class == "NonRetryable"
                    else "its retries are spent")
@@ -169,8 +171,11 @@ def _failed(run) -> Diagnosis:
             message=_first(error.cause_message), location=error.location)
     name = type(error).__name__ if error is not None else "no recorded error"
     text = _first(getattr(error, "message", None) or str(error or "")).rstrip(".")
-    # A time-out or cancellation often follows an activity that failed: say which.
-    failed = run.history[run.history.kind.eq("activity") & run.history.ok.eq(False)]
+    # A time-out or cancellation often follows an activity that failed: say which. One
+    # that never ended, or was canceled with the run, did not fail: it is not blamed.
+    history = run.history
+    failed = history[history.kind.eq("activity") & history.ok.eq(False)
+                     & history.outcome.notna() & ~history.outcome.isin(["canceled"])]
     before, rows = "", run.history.tail(1)
     if len(failed):
         last = failed.iloc[-1]
@@ -424,7 +429,9 @@ def _call(event: dict | None) -> str:
 
 def _cause(cls, message) -> str:
     first = _first(message)
-    if cls and first.startswith(f"{cls}:"):
+    if not cls or (isinstance(cls, float) and pd.isna(cls)):
+        return first or "no error recorded"
+    if first.startswith(f"{cls}:"):
         return first
     return f"{cls}: {first}" if first else str(cls)
 

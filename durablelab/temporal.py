@@ -68,7 +68,8 @@ import pandas as pd
 from .errors import ActivityFailed, DurableLabError, RunTimedOut, WorkflowError
 from .run import ATTEMPT_COLUMNS, CRASH_COLUMNS, HISTORY_COLUMNS, WAKEUP_COLUMNS, Run
 from .temporal_json import (TemporalHistoryError, decode_payloads, duration, enum,
-                            failure_class, message_of, read_events, history_error)
+                            failure_class, instant_ns, message_of, read_histories,
+                            history_error, root_failure, user_frame)
 
 LAST_ATTEMPT_NOTE = ("Temporal records only the last attempt of each activity; earlier "
                      "attempts are not in the history")
@@ -76,11 +77,19 @@ LAST_ATTEMPT_NOTE = ("Temporal records only the last attempt of each activity; e
 _ACTIVITY_END = {"ActivityTaskCompleted": "ok", "ActivityTaskFailed": None,
                  "ActivityTaskTimedOut": "timeout", "ActivityTaskCanceled": "canceled"}
 _VERSION_MARKERS = ("Version", "core_patch")
+_LOCAL_ACTIVITY_MARKERS = ("LocalActivity", "core_local_activity")
+_CHILD_END = {"ChildWorkflowExecutionCompleted": "ok", "ChildWorkflowExecutionFailed": None,
+              "ChildWorkflowExecutionTimedOut": "timeout",
+              "ChildWorkflowExecutionCanceled": "canceled",
+              "ChildWorkflowExecutionTerminated": "terminated"}
+_NEXUS_END = {"NexusOperationCompleted": "ok", "NexusOperationFailed": None,
+              "NexusOperationTimedOut": "timeout", "NexusOperationCanceled": "canceled"}
 # What made the server schedule a workflow task: the wake-up's reason.
 _TRIGGERS = {"WorkflowExecutionStarted": "start", "TimerFired": "timer",
              "WorkflowExecutionSignaled": "signal", "WorkflowExecutionCancelRequested": "cancel",
              "WorkflowTaskFailed": "recovery", "WorkflowTaskTimedOut": "recovery",
-             "WorkflowExecutionUpdateAdmitted": "update", **{k: "activity" for k in _ACTIVITY_END}}
+             "WorkflowExecutionUpdateAdmitted": "update", **{k: "activity" for k in _ACTIVITY_END},
+             **{k: "nexus" for k in ("NexusOperationStarted", *_NEXUS_END)}}
 _CLOSE = {"WorkflowExecutionCompleted": "completed", "WorkflowExecutionFailed": "failed",
           "WorkflowExecutionTimedOut": "failed", "WorkflowExecutionTerminated": "failed",
           "WorkflowExecutionCanceled": "failed", "WorkflowExecutionContinuedAsNew": "continued"}
@@ -93,8 +102,9 @@ class TemporalRunEnded(DurableLabError):
     fields = ("run_id", "ended_by", "reason", "identity")
 
 
-def load_temporal(source, run_id: str | None = None) -> Run:
-    """Import one Temporal workflow history as a read-only `Run` (source "temporal").
+def load_temporal(source, run_id: str | None = None):
+    """Import a Temporal workflow history as a read-only `Run` (source "temporal"), or a
+    JSON list of histories as a list of runs.
 
     Use it to look at a run recorded by a real Temporal cluster with durablelab's views:
     `run.timeline()`, `dl.diagnose(run)`, `dl.compare([...])`.
@@ -104,27 +114,70 @@ def load_temporal(source, run_id: str | None = None) -> Run:
             object. Accepted shapes: `{"events": [...]}` (what `temporal workflow show
             --output json` writes) and `{"history": {"events": [...]}}` (the raw API
             response), events in ascending or descending order, event types spelled
-            "EVENT_TYPE_ACTIVITY_TASK_SCHEDULED" or "ActivityTaskScheduled".
+            "EVENT_TYPE_ACTIVITY_TASK_SCHEDULED" or "ActivityTaskScheduled"; or a JSON
+            list of such histories (how Temporal's features repository stores them).
         run_id: the run id to show; by default the history's own run id
-            (originalExecutionRunId), else the file name.
+            (originalExecutionRunId), else the file name. For a list, the i-th run gets
+            "{run_id}#{i}" when its history names no run id of its own.
 
     Returns a `Run` whose `notes` carry what the history cannot tell (earlier activity
-    attempts, how it ended when durablelab has no word for it).
+    attempts, how it ended when durablelab has no word for it, clock skew, references
+    that do not match); a list of runs for a list of histories.
 
     Raises `TemporalHistoryError` naming the file and the problem: not JSON (a truncated
     file), an unknown shape, no events, an event without eventType, eventId or eventTime,
-    missing events, or a reference to an event that is not there.
+    missing events, a reference to an event that is not there or comes later, or an
+    activity that ends twice.
     """
-    label, events = read_events(source)
-    start = events[0]["attrs"]
-    if run_id is None:
-        run_id = (start.get("originalExecutionRunId") or start.get("workflowId")
-                  or (Path(label).stem if not label.startswith("<") else "temporal-run"))
-    return _Importer(events, label, run_id).run()
+    label, histories, many = read_histories(source)
+    base = run_id or (Path(label).stem if not label.startswith("<") else "temporal-run")
+    runs = []
+    for i, events in enumerate(histories, 1):
+        start = events[0]["attrs"]
+        own = run_id if run_id and not many else None
+        own = own or start.get("originalExecutionRunId") or start.get("workflowId")
+        if not own:
+            own = f"{base}#{i}" if many else base
+        where = f"{label} (history #{i})" if many else label
+        runs.append(_Importer(events, where, own).run())
+    return runs if many else runs[0]
 
 
 def _snake(kind: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", kind).lower()
+
+
+def _key(name) -> str:
+    """A details key without case or separators: "activity_type", "ActivityType" and
+    "activityType" all become "activitytype"."""
+    return re.sub(r"[^a-z0-9]", "", str(name).lower())
+
+
+def _change_id(details: dict) -> str:
+    """The change id of a version marker: Go writes "change-id", Java "changeId", the core
+    SDKs (Python, TypeScript, .NET) a "patch_data" payload holding {"id": ...}."""
+    for key in ("change-id", "changeId", "patch_id", "id"):
+        if key in details:
+            return str(decode_payloads(details[key]))
+    data = decode_payloads(details.get("patch_data"))
+    if isinstance(data, dict) and data.get("id") is not None:
+        return str(data["id"])
+    return "(change id not recorded)"
+
+
+def _instant(value) -> int | None:
+    """Nanoseconds since the epoch of a time in a local activity marker: RFC 3339 text,
+    {"seconds", "nanos"} (core SDKs) or epoch milliseconds (Java)."""
+    if isinstance(value, str):
+        return instant_ns(value)
+    if isinstance(value, dict) and "seconds" in value:
+        try:
+            return int(value["seconds"]) * 10**9 + int(value.get("nanos") or 0)
+        except (TypeError, ValueError):
+            return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+        return int(value * 10**6)
+    return None
 
 
 # --- mapping ---------------------------------------------------------------------------------
@@ -145,6 +198,8 @@ class _Importer:
         self.signals = 0
         self.close: dict | None = None
         self.last_task_completed: int | None = None
+        self.last_task_started: float = 0.0
+        self.notes: list[str] = []
 
     def t(self, event: dict) -> float:
         return (event["ns"] - self.t0) / 1e9
@@ -177,6 +232,14 @@ class _Importer:
         return found
 
     def run(self) -> Run:
+        back = [(b, a) for b, a in zip(self.events, self.events[1:]) if a["ns"] < b["ns"]]
+        if back:
+            worst = max(back, key=lambda pair: pair[0]["ns"] - pair[1]["ns"])
+            self.notes.append(
+                f"Event times run backwards {len(back)} time(s) (most at event "
+                f"{worst[1]['id']}, {(worst[0]['ns'] - worst[1]['ns']) / 1e9:g}s before event "
+                f"{worst[0]['id']}): the clocks of Temporal's hosts differ a little; times "
+                f"are shown as recorded.")
         for event in self.events:
             reason = _TRIGGERS.get(event["type"])
             if reason is None and event["type"].startswith(("ChildWorkflowExecution",
@@ -205,6 +268,7 @@ class _Importer:
         wake = {"woke_at": self.t(event), "reason": self.reasons[0] if self.reasons else "other",
                 "replayed": 0 if sticky else len(self.rows) - 1, "recorded": 0}
         self.reasons = []
+        self.last_task_started = wake["woke_at"]
         self.wakeups.append(wake)
         self.tasks[scheduled] = self.tasks[event["id"]] = wake
 
@@ -221,9 +285,11 @@ class _Importer:
                  ok=False, error_class=failure_class(failure), error=message_of(failure))
 
     def on_WorkflowTaskTimedOut(self, event, attrs):
-        timeout = enum(attrs.get("timeoutType"), "TIMEOUT_TYPE_") or "?"
+        timeout = enum(attrs.get("timeoutType"), "TIMEOUT_TYPE_")
         self.row(event, "workflow_task_timed_out", "workflow task", {"attributes": attrs},
-                 ok=False, error_class="TimeoutError", error=f"workflow task {timeout} timeout")
+                 ok=False, error_class="TimeoutError",
+                 error=f"workflow task {timeout} timeout" if timeout else
+                 "workflow task timed out")
 
     def on_WorkflowExecutionUpdateAccepted(self, event, attrs):
         row = self.other(event, attrs)
@@ -245,6 +311,7 @@ class _Importer:
         attempt = attrs.get("attempt")
         row["attempt"] = int(attempt) if attempt is not None else None
         row["started_at"] = self.t(event)
+        row["started_event"] = event["id"]
         row["value"]["last_failure"] = attrs.get("lastFailure")
 
     def on_ActivityTaskCancelRequested(self, event, attrs):
@@ -252,23 +319,43 @@ class _Importer:
 
     def _activity_end(self, event, attrs):
         row = self.find(event, "scheduledEventId", ("activity",))
+        if row.get("ended_at") is not None:
+            raise history_error(self.label, f"event {event['id']} ({event['type']}) ends "
+                                f"the activity scheduled at event {row['value']['event_ids'][0]}"
+                                f", which already ended at event "
+                                f"{row['value']['event_ids'][-2]}")
+        started = int(attrs.get("startedEventId") or 0)
+        if started and started != row.get("started_event"):
+            self.notes.append(
+                f"Event {event['id']} ({event['type']}) names startedEventId {started}, but "
+                f"activity {row['name']!r} (scheduled at event {row['value']['event_ids'][0]})"
+                f" {'started at event ' + str(row['started_event']) if row.get('started_event') else 'has no start event'}"
+                f": the history looks damaged or edited; the importer trusts scheduledEventId.")
         row["recorded_at"] = row["ended_at"] = self.t(event)
-        row["outcome"] = _ACTIVITY_END[event["type"]]
-        row["ok"] = row["outcome"] == "ok"
+        self.end_row(row, _ACTIVITY_END[event["type"]], attrs.get("result"),
+                     attrs.get("failure"), attrs.get("retryState"), "activity canceled")
+
+    def end_row(self, row, outcome, result, failure, retry_state, canceled_text):
+        """Set an activity-like row's outcome, result or failure (activities, local
+        activities, child workflows, Nexus operations)."""
+        row["outcome"] = outcome
+        row["ok"] = outcome == "ok"
         if row["ok"]:
-            row["value"]["result"] = attrs.get("result")
+            row["value"]["result"] = result
             return
-        failure = attrs.get("failure") or {}
+        failure = failure if isinstance(failure, dict) else {}
         row["value"]["failure"] = failure or None
         app = failure.get("applicationFailureInfo") or {}
         non_retryable = app.get("nonRetryable") or enum(
-            attrs.get("retryState"), "RETRY_STATE_") == "NonRetryableFailure"
+            retry_state, "RETRY_STATE_") == "NonRetryableFailure"
         if row["outcome"] is None:
             row["outcome"] = ("timeout" if "timeoutFailureInfo" in failure else
+                              "canceled" if "canceledFailureInfo" in failure else
                               "non_retryable" if non_retryable else "transient")
-        row["error_class"] = failure_class(failure) if failure else "CanceledError"
-        row["error"] = row["value"]["error"] = (message_of(failure) if failure
-                                                else "activity canceled")
+        root = root_failure(failure)
+        row["error_class"] = (failure_class(root) if failure else
+                              "TerminatedError" if outcome == "terminated" else "CanceledError")
+        row["error"] = row["value"]["error"] = (message_of(root) if failure else canceled_text)
 
     on_ActivityTaskCompleted = on_ActivityTaskFailed = _activity_end
     on_ActivityTaskTimedOut = on_ActivityTaskCanceled = _activity_end
@@ -300,11 +387,86 @@ class _Importer:
         details = attrs.get("details") or {}
         value = {"marker_name": marker, "details": details, "failure": attrs.get("failure")}
         if marker in _VERSION_MARKERS:
-            change = next((decode_payloads(details[k]) for k in ("change-id", "patch_id", "id")
-                           if k in details), "?")
-            self.row(event, "patched", str(change), value)
+            self.row(event, "patched", _change_id(details), value)
+        elif marker in _LOCAL_ACTIVITY_MARKERS:
+            self.local_activity(event, attrs, details, value)
         else:
             self.row(event, "marker", marker, value)
+
+    def local_activity(self, event, attrs, details, value):
+        # A local activity runs inside the workflow task; only its marker reaches history,
+        # with what it did in the details (keys differ between Go, Java and core SDKs).
+        data = decode_payloads(details.get("data"))
+        data = {_key(k): v for k, v in (data if isinstance(data, dict) else {}).items()}
+        meta = decode_payloads(details.get("meta"))
+        meta = {_key(k): v for k, v in (meta if isinstance(meta, dict) else {}).items()}
+        name = data.get("activitytype") or decode_payloads(details.get("type"))
+        attempt = data.get("attempt") or meta.get("atpt")
+        end = self.t(event)
+        began = _instant(data.get("originalscheduletime") or meta.get("firstskd"))
+        began = self.last_task_started if began is None else (began - self.t0) / 1e9
+        row = self.row(event, "activity", str(name or "local activity"), {
+            **value, "local": True, "activity_id": data.get("activityid") or
+            decode_payloads(details.get("activityId")), "input": details.get("input"),
+            "result": None, "last_failure": None, "retry_policy": None},
+            ok=False, scheduled_at=min(began, end), started_at=min(began, end), ended_at=end,
+            attempt=int(attempt) if str(attempt).isdigit() else None)
+        failure = attrs.get("failure")
+        self.end_row(row, None if failure else "ok", details.get("result"), failure, None,
+                     "local activity canceled")
+
+    # child workflows and Nexus operations: one row each, like an activity
+    def on_StartChildWorkflowExecutionInitiated(self, event, attrs):
+        self.row(event, "child_workflow", (attrs.get("workflowType") or {}).get("name", "?"),
+                 {"workflow_id": attrs.get("workflowId"), "input": attrs.get("input"),
+                  "result": None, "failure": None, "attributes": attrs},
+                 ok=False, scheduled_at=self.t(event), started_at=None, ended_at=None)
+
+    def on_StartChildWorkflowExecutionFailed(self, event, attrs):
+        row = self.find(event, "initiatedEventId", ("child_workflow",))
+        row["recorded_at"] = row["ended_at"] = self.t(event)
+        cause = enum(attrs.get("cause"), "START_CHILD_WORKFLOW_EXECUTION_FAILED_CAUSE_")
+        row.update(ok=False, outcome="non_retryable", error_class="StartChildWorkflowFailed",
+                   error=f"the child did not start ({cause or 'no cause given'})")
+        row["value"]["error"] = row["error"]
+
+    def on_ChildWorkflowExecutionStarted(self, event, attrs):
+        row = self.find(event, "initiatedEventId", ("child_workflow",))
+        row["started_at"] = self.t(event)
+        row["value"]["run_id"] = (attrs.get("workflowExecution") or {}).get("runId")
+
+    def _child_end(self, event, attrs):
+        row = self.find(event, "initiatedEventId", ("child_workflow",))
+        row["recorded_at"] = row["ended_at"] = self.t(event)
+        self.end_row(row, _CHILD_END[event["type"]], attrs.get("result"), attrs.get("failure"),
+                     attrs.get("retryState"), "child workflow " + _CHILD_END[event["type"]]
+                     if _CHILD_END[event["type"]] else "child workflow failed")
+
+    on_ChildWorkflowExecutionCompleted = on_ChildWorkflowExecutionFailed = _child_end
+    on_ChildWorkflowExecutionTimedOut = on_ChildWorkflowExecutionCanceled = _child_end
+    on_ChildWorkflowExecutionTerminated = _child_end
+
+    def on_NexusOperationScheduled(self, event, attrs):
+        name = "/".join(str(attrs[k]) for k in ("service", "operation") if attrs.get(k))
+        self.row(event, "nexus_operation", name or "?",
+                 {"endpoint": attrs.get("endpoint"), "input": attrs.get("input"),
+                  "result": None, "failure": None, "attributes": attrs},
+                 ok=False, scheduled_at=self.t(event), started_at=None, ended_at=None)
+
+    def on_NexusOperationStarted(self, event, attrs):
+        self.find(event, "scheduledEventId", ("nexus_operation",))["started_at"] = self.t(event)
+
+    def on_NexusOperationCancelRequested(self, event, attrs):
+        self.find(event, "scheduledEventId", ("nexus_operation",))
+
+    def _nexus_end(self, event, attrs):
+        row = self.find(event, "scheduledEventId", ("nexus_operation",))
+        row["recorded_at"] = row["ended_at"] = self.t(event)
+        self.end_row(row, _NEXUS_END[event["type"]], attrs.get("result"), attrs.get("failure"),
+                     None, "Nexus operation canceled")
+
+    on_NexusOperationCompleted = on_NexusOperationFailed = _nexus_end
+    on_NexusOperationTimedOut = on_NexusOperationCanceled = _nexus_end
 
     def other(self, event, attrs):
         if event["type"] in _CLOSE:
@@ -321,18 +483,34 @@ class _Importer:
     def build(self) -> Run:
         for position, row in enumerate(self.rows, 1):
             row["position"] = position
+            if row["kind"] in ("child_workflow", "nexus_operation"):   # spans for the views
+                row["value"]["started_at"] = (row["started_at"] if row["started_at"]
+                                              is not None else row["scheduled_at"])
+                row["value"]["ended_at"] = row["ended_at"]
         activities = [r for r in self.rows if r["kind"] == "activity"]
         attempts = [self.attempt_row(r) for r in activities
                     if r["started_at"] is not None or r["ended_at"] is not None]
         start = self.events[0]["attrs"]
         status, result, error, notes = self.ending(start)
+        notes += self.notes
+        if status == "completed":
+            still_open = [r for r in self.rows if r["kind"] in ("activity", "child_workflow",
+                                                                "nexus_operation")
+                          and r.get("ended_at") is None]
+            if still_open:
+                notes.append(f"The run completed while {len(still_open)} "
+                             f"{still_open[0]['kind'].replace('_', ' ')}(ies) it started "
+                             f"never ended in this history (first: {still_open[0]['name']!r}"
+                             f", event {still_open[0]['value']['event_ids'][0]}); the "
+                             f"history may be damaged or edited.")
         again = [r for r in activities if (r["attempt"] or 0) > 1]
         if again:
             notes.insert(0, f"{LAST_ATTEMPT_NOTE} ({len(again)} activit"
                          f"{'y' if len(again) == 1 else 'ies'} here ran more than once, up "
                          f"to attempt {max(r['attempt'] for r in again)}).")
         if start.get("continuedFailure") or (start.get("attempt") or 1) > 1:
-            notes.append(f"This run is attempt {start.get('attempt') or '?'} of its workflow: "
+            which = f"attempt {start['attempt']}" if start.get("attempt") else "a retry"
+            notes.append(f"This run is {which} of its workflow: "
                          f"Temporal retried it after the previous run failed ("
                          f"{message_of(start.get('continuedFailure') or {}) or 'no message'}).")
         history = pd.DataFrame([tuple(r.get(c) for c in HISTORY_COLUMNS) for r in self.rows],
@@ -396,25 +574,30 @@ class _Importer:
 
     def failed(self, failure: dict) -> DurableLabError:
         info = failure.get("activityFailureInfo")
-        cause = failure.get("cause") or failure
+        cause = root_failure(failure.get("cause") or failure) if info is not None \
+            else root_failure(failure)
+        message = message_of(cause) or "no message recorded"
         if info is not None:
             row = self.by_event.get(int(info.get("scheduledEventId") or 0)) or {}
-            name = (info.get("activityType") or {}).get("name") or row.get("name", "?")
+            name = (info.get("activityType") or {}).get("name") or row.get("name") or \
+                "an unnamed activity"
             state = enum(info.get("retryState"), "RETRY_STATE_")
+            where = ", ".join([f"run {self.run_id!r}"] + (
+                [f"position {row['position']}"] if row.get("position") else []))
+            tried = f" on attempt {row['attempt']}" if row.get("attempt") else ""
             return ActivityFailed(
-                f"Activity {name!r} (run {self.run_id!r}, position {row.get('position')}) "
-                f"failed for good on attempt {row.get('attempt') or '?'} (Temporal retry "
-                f"state {state}): {failure_class(cause)}: {message_of(cause)}",
+                f"Activity {name!r} ({where}) failed for good{tried}"
+                f"{f' (Temporal retry state {state})' if state else ''}: "
+                f"{failure_class(cause)}: {message}",
                 run_id=self.run_id, activity=name, position=row.get("position"),
                 attempts=row.get("attempt"), error_class=failure_class(cause),
-                cause_class=failure_class(cause), cause_message=message_of(cause))
-        trace = (failure.get("stackTrace") or "").strip().splitlines()
+                cause_class=failure_class(cause), cause_message=message)
         return WorkflowError(
-            f"Workflow code raised {failure_class(failure)} in run {self.run_id!r}: "
-            f"{message_of(failure)}", run_id=self.run_id,
+            f"Workflow code raised {failure_class(cause)} in run {self.run_id!r}: {message}",
+            run_id=self.run_id,
             workflow=(self.events[0]["attrs"].get("workflowType") or {}).get("name"),
-            cause_class=failure_class(failure), cause_message=message_of(failure),
-            location=trace[0] if trace else None)
+            cause_class=failure_class(cause), cause_message=message,
+            location=user_frame(failure))
 
 
 __all__ = ["load_temporal", "decode_payloads", "TemporalHistoryError", "TemporalRunEnded",

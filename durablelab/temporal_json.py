@@ -13,8 +13,17 @@ can read them:
 - Enums come in two spellings, like event types: "TIMEOUT_TYPE_SCHEDULE_TO_START" and
   "ScheduleToStart"; `enum` turns both into the short one.
 
-`read_events` checks a file before anything is mapped, so a truncated or foreign file fails
-with a `TemporalHistoryError` that names the file and the problem, never half-imported.
+- A failure is a chain: each failure may carry a `cause`, and the SDKs often put the
+  useful message at the bottom (the Java SDK writes an empty top-level message over the
+  real `UnsupportedOperationException`). `root_failure` finds the deepest failure with a
+  message, `user_frame` the first stack frame that is the user's code rather than the
+  SDK's or the language runtime's.
+
+`read_histories` checks a file before anything is mapped, so a truncated or foreign file
+fails with a `TemporalHistoryError` that names the file and the problem, never
+half-imported. Event references (`scheduledEventId`, `startedEventId` ...) point back to
+earlier events; one that points to its own event or a later one means the history was
+damaged or edited, and is refused the same way.
 """
 
 from __future__ import annotations
@@ -54,13 +63,31 @@ def history_error(label: str, problem: str) -> TemporalHistoryError:
 
 
 def read_events(source) -> tuple[str, list[dict]]:
-    """(label for errors, checked events) of a path, JSON text or an already-parsed object.
+    """(label for errors, checked events) of a path, JSON text or an already-parsed object
+    holding one history.
 
     Each event comes back as {"id", "type" (CamelCase), "ns" (nanoseconds since the epoch),
     "attrs" (its ...EventAttributes), "meta" (userMetadata or None)}, in ascending id order.
     """
+    label, histories, _ = read_histories(source)
+    if len(histories) != 1:
+        raise history_error(label, f"it holds {len(histories)} histories, not one")
+    return label, histories[0]
+
+
+def read_histories(source) -> tuple[str, list[list[dict]], bool]:
+    """(label, the events of each history, whether the source was a list of histories).
+
+    A JSON list whose items are histories (`{"events": [...]}` or `{"history": ...}`), as
+    Temporal's features repository keeps them, gives one entry per item; a problem in one
+    item names it ("history #2").
+    """
     label, doc = _parse(source)
-    return label, _events(doc, label)
+    if isinstance(doc, list) and doc and all(isinstance(item, dict) and (
+            "events" in item or "history" in item) for item in doc):
+        return label, [_events(item, label, f"history #{i + 1}: ")
+                       for i, item in enumerate(doc)], True
+    return label, [_events(doc, label)], False
 
 
 def _parse(source) -> tuple[str, Any]:
@@ -92,7 +119,20 @@ def _parse(source) -> tuple[str, Any]:
                             ) from None
 
 
-def _events(doc, label: str) -> list[dict]:
+def _events(doc, label: str, which: str = "") -> list[dict]:
+    try:
+        return _checked(doc, label)
+    except TemporalHistoryError as exc:
+        if not which:
+            raise
+        raise history_error(label, which + exc.problem) from None
+
+
+# References that name an event of another history (the parent's), not of this one.
+_FOREIGN_REFERENCES = {"parentInitiatedEventId"}
+
+
+def _checked(doc, label: str) -> list[dict]:
     if isinstance(doc, dict) and isinstance(doc.get("history"), dict):
         doc = {**doc, "events": doc["history"].get("events")}
     if not isinstance(doc, dict) or "events" not in doc:
@@ -121,6 +161,21 @@ def _events(doc, label: str) -> list[dict]:
         raise history_error(label, f"the history starts with event {ids[0]} "
                             f"({events[0]['type']}), not event 1 (WorkflowExecutionStarted): "
                             f"it is incomplete")
+    for event in events:
+        for key, ref in event["attrs"].items():
+            if not key.endswith("EventId") or key in _FOREIGN_REFERENCES:
+                continue
+            try:
+                ref = int(ref)
+            except (TypeError, ValueError):
+                raise history_error(label, f"event {event['id']} ({event['type']}) has "
+                                    f"{key} {ref!r}, which is not an event id") from None
+            if ref >= event["id"]:
+                raise history_error(label, (
+                    f"event {event['id']} ({event['type']}) refers to {key} {ref}, "
+                    f"{'itself' if ref == event['id'] else 'a later event'}; an event only "
+                    f"refers to earlier ones, so the history is damaged or was edited "
+                    f"(export it again from Temporal)"))
     return events
 
 
@@ -251,6 +306,59 @@ def failure_class(failure: dict) -> str:
     if isinstance(app, dict) and app.get("type"):
         return app["type"]
     return next((name for key, name in _FAILURE_KINDS.items() if key in failure), "Failure")
+
+
+# Failures that only wrap the one in their cause: the real message is below them.
+_WRAPPERS = ("activityFailureInfo", "childWorkflowExecutionFailureInfo",
+             "nexusOperationExecutionFailureInfo")
+
+
+def root_failure(failure: dict) -> dict:
+    """The failure in `failure`'s cause chain that says what went wrong: going down past
+    wrappers (an activity's, a child workflow's or a Nexus operation's failure, whose real
+    error is their cause) and past empty messages, stopping at the first failure with a
+    message of its own (a time-out keeps its own, not the last attempt's below it)."""
+    found, seen = failure, 0
+    while isinstance(failure, dict) and seen < 50:    # a chain, not a loop
+        if message_of(failure):
+            found = failure
+            if not any(key in failure for key in _WRAPPERS):
+                break
+        failure, seen = failure.get("cause"), seen + 1
+    return found
+
+
+# Stack frames that belong to an SDK or a language runtime, not to the user's code.
+_SDK_FRAME = re.compile(
+    r"^(?:at\s+)?(?:java\.|javax\.|jdk\.|sun\.|kotlin\.|io\.temporal\.|"
+    r"go\.temporal\.io/|runtime[./]|reflect\.|panic\(|Temporalio\.|System\.)"
+    r"|/temporalio/|[\\/]asyncio[\\/]|[\\/]concurrent[\\/]|@temporalio[\\/]|node:internal|"
+    r"go\.temporal\.io/sdk|/usr/(?:local/)?go/src/")
+
+
+def user_frame(failure: dict) -> str | None:
+    """The first stack frame of the user's own code in `failure`'s chain, deepest cause
+    first: a Java or .NET "at ..." line, a Go function line, a Python 'File "..."' line or a
+    TypeScript "at ..." line, skipping the SDK's and the runtime's own frames. None when the
+    chain has no stack trace or only SDK frames."""
+    chain, seen = [], 0
+    while isinstance(failure, dict) and seen < 50:
+        chain.append(failure)
+        failure, seen = failure.get("cause"), seen + 1
+    for item in reversed(chain):
+        trace = str(item.get("stackTrace") or "")
+        python = 'File "' in trace
+        at = re.search(r"^\s*at ", trace, re.M) is not None   # JS, .NET: "at ..." frames
+        for line in trace.splitlines():
+            frame = line.strip()
+            if not frame or (python and not frame.startswith('File "')) or (
+                    at and not frame.startswith("at ")):
+                continue
+            if not python and line.startswith("\t") and ":" in frame:   # Go's file line
+                continue
+            if not _SDK_FRAME.search(frame):
+                return frame
+    return None
 
 
 def message_of(failure: dict) -> str:

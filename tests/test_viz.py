@@ -196,9 +196,44 @@ def test_each_wake_up_is_a_mark_on_the_top_strip_with_replay_counts(story_run):
     fig = dl.viz.timeline(story_run)
     marks = artists(fig, Line2D, "wakeup:")
     assert [m.get_gid() for m in marks] == [f"wakeup:{r}" for r in story_run.wakeups.reason]
-    texts = {t.get_text() for t in fig.findobj(Text)}
-    last = story_run.wakeups.iloc[-1]
-    assert any(f"↻{last.replayed} +{last.recorded}" in text for text in texts)
+    labels = [t.get_text() for t in fig.findobj(Text) if t.get_gid() == "wakeup-label"]
+    # the two wake-ups at 5400 s (the signal, then the recovery after the crash) share one
+    # label with their sums; the four retries in the first minute share another
+    wakeups = story_run.wakeups
+    last = wakeups[wakeups.woke_at == wakeups.woke_at.iloc[-1]]
+    assert labels[-1] == f"2× ↻{last.replayed.sum()} +{last.recorded.sum()}"
+    assert labels[0] == "4× ↻1 +3"
+    counts = [int(text.split("×")[0]) if "×" in text else 1 for text in labels]
+    assert sum(counts) == len(wakeups)       # every wake-up counted once, none thinned
+
+
+def label_boxes(fig):
+    """The drawn boxes of a figure's wake-up labels and the centres of its wake-up marks."""
+    fig.draw_without_rendering()
+    boxes = [t.get_window_extent() for t in fig.findobj(Text) if t.get_gid() == "wakeup-label"]
+    marks = [line.get_transform().transform((line.get_xdata()[0], line.get_ydata()[0]))
+             for line in fig.findobj(Line2D) if str(line.get_gid()).startswith("wakeup:")]
+    return boxes, marks
+
+
+def assert_labels_clear(fig):
+    boxes, marks = label_boxes(fig)
+    for i, box in enumerate(boxes):
+        assert not any(box.overlaps(other) for other in boxes[i + 1:]), "labels overlap"
+        assert not any(box.contains(x, y) for x, y in marks), "a label covers a mark"
+
+
+@pytest.mark.parametrize("gaps", [[0.0] * 5, [1.0, 2.0, 3.0, 50.0, 51.0, 52.0, 400.0],
+                                  [30.0 * i for i in range(40)], [0.0, 1e-3, 9000.0]])
+def test_wake_up_labels_never_overlap_each_other_or_a_mark(gaps):
+    wakeups = pd.DataFrame({"woke_at": [float(sum(gaps[:i + 1])) for i in range(len(gaps))],
+                            "reason": "timer", "replayed": range(len(gaps)), "recorded": 1})
+    run = empty_run(wakeups=wakeups, ended_at=float(wakeups.woke_at.max()))
+    for width in (5, 9):
+        fig = dl.viz.timeline(run, width=width)
+        assert_labels_clear(fig)
+        for box in label_boxes(fig)[0]:     # always right of their mark
+            assert box.x0 > fig.axes[0].transData.transform((0, 0))[0]
 
 
 def test_legend_lists_exactly_the_outcomes_present(story_run):

@@ -6,7 +6,13 @@ shape. Each activity has a lane; each attempt is a bar coloured by its outcome, 
 line after a failed attempt is the backoff the engine chose before the next one. Timers and
 signal waits share a hatched lane of their own. A dashed vertical line is a worker crash,
 and the marks on the top strip are wake-ups, the moments the workflow code ran again from
-the top: "↻6 +4" means it replayed 6 events from history and recorded 4 new ones.
+the top: "↻6 +4" means it replayed 6 events from history and recorded 4 new ones. A label
+sits right of its mark; wake-ups too close to label one by one share a label ("3× ↻9 +2"),
+and no label covers another label or a mark.
+
+Runs imported from Temporal may hold more: child workflows and Nexus operations get a lane
+each, like activities, and signals and updates that no `wait_signal` received are marks on
+a "messages" lane. A wait still open when the run ended stops at the run's end.
 
 Virtual time makes an attempt take 0 s, so bars get a minimum visible width; attempts that
 happen at (nearly) the same instant are laid side by side in their order, not on top of
@@ -54,6 +60,13 @@ LABELS = {"backoff": "backoff (retry wait)", "crash": "worker crash",
           "wakeup": "wake-up (↻ replayed, + recorded)"}
 UNITS = (("s", 1.0), ("min", 60.0), ("h", 3600.0), ("days", 86400.0))
 WAIT_LANE = "waits"
+MESSAGE_LANE = "messages"
+# History rows drawn as spans in lanes of their own (Temporal imports), and their lane prefix.
+SPAN_KINDS = {"child_workflow": "child", "nexus_operation": "nexus"}
+# History rows drawn as marks on the messages lane: kind -> (marker, legend label).
+MESSAGE_MARKS = {"signal_received": ("^", "signal received"),
+                 "workflow_execution_update_accepted": ("D", "update accepted"),
+                 "workflow_execution_update_rejected": ("X", "update rejected")}
 
 
 class Figure(matplotlib.figure.Figure):
@@ -93,9 +106,11 @@ class Wait:
     open: bool               # still waiting when the run was read
 
 
-def waits(history: pd.DataFrame) -> list[Wait]:
+def waits(history: pd.DataFrame, ended_at: float | None = None) -> list[Wait]:
     """Timer and signal waits from history: each start event paired with its end event
-    (first in, first out per name). A wait without an end runs to its deadline, if any."""
+    (first in, first out per name). A wait without an end runs to its deadline, if any, or
+    to `ended_at` (the run's end) when the run ended first: a timer still open when a run
+    was terminated did not go on after it."""
     found, open_ = [], {}
     if "recorded_at" not in history.columns:   # no times: nothing to place on an axis
         return found
@@ -115,7 +130,10 @@ def waits(history: pd.DataFrame) -> list[Wait]:
     for (kind, name), starts in open_.items():
         for start, deadline, label in starts:
             end = deadline if _finite(deadline) else None
-            label += " (waiting)" if end is not None else " (waiting, no deadline)"
+            if _finite(ended_at) and (end is None or end > ended_at):
+                end, label = max(float(ended_at), start), label + " (open when the run ended)"
+            else:
+                label += " (waiting)" if end is not None else " (waiting, no deadline)"
             found.append(Wait(_WAIT_STARTS[kind], name, start, end, label, True))
     return sorted(found, key=lambda w: w.start)
 
@@ -151,7 +169,7 @@ def timeline(runs, *, width=None, title=None, align="clock") -> Figure:
     if align == "clock":
         origins = [min(origins)] * len(runs)
     span = max(max(_latest(run) - origin for run, origin in zip(runs, origins)), 1.0)
-    if any(w.end is None for run in runs for w in waits(run.history)):
+    if any(w.end is None for run in runs for w in waits(run.history, run.ended_at)):
         span *= 1.25         # room to show a wait that has no end yet
     unit, size = time_unit(span)
 
@@ -168,9 +186,10 @@ def timeline(runs, *, width=None, title=None, align="clock") -> Figure:
     axes = plots.subplots(len(runs), 1, sharex=True, squeeze=False,
                           gridspec_kw={"height_ratios": heights})[:, 0]
     legend = _Legend()
+    right = span / size * 1.03
     for ax, run, origin, names in zip(axes, runs, origins, lanes):
-        _draw_run(ax, run, names, origin, size, span / size, width, legend)
-    axes[-1].set_xlim(-0.01 * span / size, span / size * 1.03)
+        right = max(right, _draw_run(ax, run, names, origin, size, span / size, width, legend))
+    axes[-1].set_xlim(-0.01 * span / size, right)
     source = {getattr(run, "source", "durablelab") for run in runs}
     clock = "virtual time" if source == {"durablelab"} else "time"
     since = "" if align == "clock" and origins[0] == 0 else (
@@ -180,6 +199,7 @@ def timeline(runs, *, width=None, title=None, align="clock") -> Figure:
     if title:
         fig.suptitle(title, fontsize=11)
     legend.draw(plots, width)
+    thin_labels(fig)
     return fig
 
 
@@ -213,9 +233,29 @@ def _draw_run(ax, run, names, origin, size, span, width, legend):
                                    gid=f"backoff:{row.position}:{row.attempt}"))
                 legend.add("backoff")
 
+    for span_row in spans(run).itertuples(index=False):
+        y = lane_of[span_row.lane]
+        start = x(span_row.start)
+        end = span * 1.03 if span_row.end is None else x(span_row.end)
+        outcome = span_row.outcome if span_row.outcome in PALETTE else None
+        ax.add_patch(Rectangle(
+            (start, y - 0.3), max(end - start, min_width), 0.6,
+            facecolor=PALETTE.get(outcome, UNKNOWN_COLOUR), edgecolor="#333333",
+            linewidth=0.6, linestyle="-" if span_row.end is not None else "--", zorder=3,
+            gid=f"{span_row.kind}:{span_row.position}:{span_row.outcome}"))
+        legend.outcome(span_row.outcome)
+
+    if MESSAGE_LANE in lane_of:
+        y = lane_of[MESSAGE_LANE]
+        for row in _messages(run.history).itertuples(index=False):
+            marker, _ = MESSAGE_MARKS[row.kind]
+            ax.plot([x(row.recorded_at)], [y], marker=marker, markersize=6, linestyle="none",
+                    color=WAIT_COLOUR, zorder=4, gid=f"message:{row.kind}:{row.name}")
+            legend.add(row.kind)
+
     if WAIT_LANE in lane_of:
         y = lane_of[WAIT_LANE]
-        for wait in waits(run.history):
+        for wait in waits(run.history, run.ended_at):
             start = x(wait.start)
             end = span * 1.03 if wait.end is None else x(wait.end)   # open: to the edge
             style = WAIT_STYLES[wait.kind]
@@ -250,7 +290,7 @@ def _draw_run(ax, run, names, origin, size, span, width, legend):
             placed.append(extent)   # both sides: _label may flip it left of the line
         legend.add("crash")
 
-    _draw_wakeups(ax, run.wakeups, x, strip, span, width)
+    right = _draw_wakeups(ax, run.wakeups, x, strip, span, width)
     if len(run.wakeups):
         legend.add("wakeup")
 
@@ -273,33 +313,68 @@ def _draw_run(ax, run, names, origin, size, span, width, legend):
     if not names:
         ax.text(0.5, 0.3, "no activities or waits recorded", transform=ax.transAxes,
                 ha="center", va="center", fontsize=_FONT + 1, color="#666666")
+    return right
 
 
-def _draw_wakeups(ax, wakeups, x, y, span, width):
-    """Wake-up marks on the strip; nearby ones share one label, and a label that would run
-    into the previous one is left out (the mark stays)."""
+def _wakeup_text(rows) -> str:
+    if len(rows) == 1:
+        return f"↻{rows[0].replayed} +{rows[0].recorded}"
+    return f"{len(rows)}× ↻{sum(r.replayed for r in rows)} +{sum(r.recorded for r in rows)}"
+
+
+def _draw_wakeups(ax, wakeups, x, y, span, width) -> float:
+    """Wake-up marks on the strip, each group labelled right of its last mark. A group
+    takes every later mark its label would cover, so no label covers a mark or another
+    label (`thin_labels` checks the drawn boxes once the figure is laid out). Returns
+    where the last label ends, so the axis can make room for it."""
     char = _char_width(span, width)
-    clusters = []
-    for row in wakeups.sort_values("woke_at", kind="stable").itertuples(index=False):
-        at = x(row.woke_at)
-        ax.plot([at], [y], marker="v", markersize=6, color=WAKEUP_COLOUR, linestyle="none",
-                zorder=4, gid=f"wakeup:{row.reason}")
-        if clusters and at - clusters[-1][1] < 3 * char:
-            clusters[-1][1] = at
-            clusters[-1][2].append(row)
-        else:
-            clusters.append([at, at, [row]])
-    label_end = -math.inf
-    for first, at, rows in clusters:
-        if len(rows) <= 2:
-            text = " · ".join(f"↻{r.replayed} +{r.recorded}" for r in rows)
-        else:
-            text = (f"{len(rows)}× ↻{sum(r.replayed for r in rows)} "
-                    f"+{sum(r.recorded for r in rows)}")
-        if first - char < label_end:
-            continue
-        _label(ax, at, y, text, span, char, color=WAKEUP_COLOUR, zorder=4)
-        label_end = at + char * (len(text) + 2)
+    rows = list(wakeups.sort_values("woke_at", kind="stable").itertuples(index=False))
+    for row in rows:
+        ax.plot([x(row.woke_at)], [y], marker="v", markersize=6, color=WAKEUP_COLOUR,
+                linestyle="none", zorder=4, gid=f"wakeup:{row.reason}")
+    right, i = -math.inf, 0
+    while i < len(rows):
+        group = [rows[i]]
+        i += 1
+        while True:   # grow the group while its label (from its last mark) covers the next
+            end = x(group[-1].woke_at) + char * (len(_wakeup_text(group)) + 3)
+            if i < len(rows) and x(rows[i].woke_at) - 1.2 * char <= end:
+                group.append(rows[i])
+                i += 1
+            else:
+                break
+        at = x(group[-1].woke_at)
+        ax.text(at + 1.5 * char, y, _wakeup_text(group), ha="left", va="center",
+                fontsize=_FONT - 0.5, color=WAKEUP_COLOUR, zorder=4, gid="wakeup-label")
+        right = max(right, end)
+    return right
+
+
+def thin_labels(fig) -> int:
+    """Remove wake-up labels whose drawn box overlaps another label or a wake-up mark that
+    is not the label's own, after the figure is laid out (estimated character widths can
+    be off for narrow axes). Returns how many were removed."""
+    fig.draw_without_rendering()     # lays the figure out, so boxes are where they land
+    removed = 0
+    for ax in fig.axes:
+        labels = [t for t in ax.texts if t.get_gid() == "wakeup-label"]
+        marks = [line for line in ax.lines if str(line.get_gid()).startswith("wakeup:")]
+        points = [ax.transData.transform((line.get_xdata()[0], line.get_ydata()[0]))
+                  for line in marks]
+        radius = 3.5 * fig.dpi / 72      # half a 6-point marker, and a little air
+        kept = []
+        for label in labels:
+            box = label.get_window_extent()
+            own_x = ax.transData.transform((label.get_position()[0], 0))[0]
+            hits_mark = any(box.x0 - radius < px < box.x1 + radius
+                            and box.y0 - radius < py < box.y1 + radius and px > own_x
+                            for px, py in points)
+            if hits_mark or any(box.overlaps(other) for other in kept):
+                label.remove()
+                removed += 1
+            else:
+                kept.append(box)
+    return removed
 
 
 def _label(ax, at, y, text, span, char, **style):
@@ -337,6 +412,10 @@ class _Legend:
         if "crash" in self.others:
             handles.append(Line2D([], [], color=CRASH_COLOUR, linestyle="--",
                                   label=LABELS["crash"]))
+        for kind, (marker, label) in MESSAGE_MARKS.items():
+            if kind in self.others:
+                handles.append(Line2D([], [], color=WAIT_COLOUR, marker=marker,
+                                      linestyle="none", label=label))
         if "wakeup" in self.others:
             handles.append(Line2D([], [], color=WAKEUP_COLOUR, marker="v", linestyle="none",
                                   label=LABELS["wakeup"]))
@@ -346,12 +425,46 @@ class _Legend:
 
 
 def _lanes(run) -> list[str]:
-    """Activity names in order of first position, then the waits lane if there are waits."""
+    """Activity names in order of first position, child workflow and Nexus lanes, the
+    messages lane, then the waits lane if there are waits."""
     attempts = activity_attempts(run)
     names = list(dict.fromkeys(attempts.sort_values("position", kind="stable").activity))
+    names += list(dict.fromkeys(spans(run).lane))
+    if len(_messages(run.history)):
+        names.append(MESSAGE_LANE)
     if run.history.kind.isin(list(_WAIT_STARTS)).any():
         names.append(WAIT_LANE)
     return names
+
+
+def spans(run) -> pd.DataFrame:
+    """Child workflows and Nexus operations (history rows of Temporal imports) as spans:
+    kind, position, lane ("child <type>", "nexus <service/operation>"), start, end (None:
+    still open when the run was read; the run's end when it had ended), outcome."""
+    history = run.history
+    rows = []
+    if "recorded_at" in history.columns:
+        for row in history[history.kind.isin(list(SPAN_KINDS))].itertuples(index=False):
+            value = row.value if isinstance(row.value, dict) else {}
+            start = value.get("started_at")
+            end = value.get("ended_at")
+            if end is None and _finite(run.ended_at):
+                end = run.ended_at
+            rows.append((row.kind, row.position, f"{SPAN_KINDS[row.kind]} {row.name}",
+                         start if _finite(start) else row.recorded_at,
+                         end if _finite(end) else None, row.outcome))
+    return pd.DataFrame(rows, columns=["kind", "position", "lane", "start", "end", "outcome"])
+
+
+def _messages(history: pd.DataFrame) -> pd.DataFrame:
+    """Signals and updates to mark: every update, and signals only in a history without
+    `wait_signal` (where a signal is drawn as the end of its wait instead)."""
+    if "recorded_at" not in history.columns or not len(history):
+        return history.iloc[0:0]
+    kinds = [k for k in MESSAGE_MARKS if k != "signal_received"]
+    if not history.kind.eq("wait_signal").any():
+        kinds.append("signal_received")
+    return history[history.kind.isin(kinds)]
 
 
 def _times(run) -> list[float]:
@@ -372,7 +485,7 @@ def _origin(run) -> float:
 def _latest(run) -> float:
     times = _times(run)
     latest = max(times) if times else 0.0
-    for wait in waits(run.history):
+    for wait in waits(run.history, run.ended_at):
         if wait.end is not None:
             latest = max(latest, wait.end)   # an open wait runs on to its deadline
     return latest
