@@ -46,6 +46,8 @@ from .backends.dbos_import import from_dbos
 from .experiments import Experiment, sweep
 from .presets import presets
 from .temporal import TemporalHistoryError, TemporalRunEnded, decode_payloads, load_temporal
+from .heartbeat import heartbeat, last_heartbeat
+from .errors import HeartbeatError
 
 __version__ = "0.1.0"
 
@@ -67,4 +69,5 @@ __all__ = [
     "ReadOnlyEngineError",
     "agents", "AgentConfigError",
     "sweep", "Experiment", "presets", "SweepError", "ConfigError", "exercises",
+    "heartbeat", "last_heartbeat", "HeartbeatError",
 ]

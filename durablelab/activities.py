@@ -26,6 +26,7 @@ import inspect
 import json
 from typing import Any, Callable
 
+from . import heartbeat
 from . import history as h
 from .breaker import BreakerState
 from .context import Suspend
@@ -200,7 +201,9 @@ class Activities:
         if takes_feedback and previous and previous[-1][7] == "ModelOutputError":
             kwargs["feedback"] = previous[-1][8]
         try:
-            result = fn(*req["args"], **kwargs)
+            with heartbeat.attempt(self.store, self.clock, state.run_id, position,
+                                   len(previous) + 1, name):
+                result = fn(*req["args"], **kwargs)
         except Exception as exc:
             if req["policy"].is_non_retryable(exc) and not isinstance(exc, NonRetryable):
                 cause = type(exc).__name__
@@ -239,6 +242,7 @@ class Activities:
         policy = o["policy"]
         previous = state.attempts.get(position, [])
         malformed = sum(1 for row in previous if row[7] == "ModelOutputError")
+        burnt = isinstance(error, ModelOutputError) and self._burn(state, error)
         if isinstance(error, ModelOutputError):
             retry = malformed + 1 <= policy.model_output_budget
             why = f"its model-output budget ({policy.model_output_budget} retries) is spent"
@@ -260,6 +264,8 @@ class Activities:
                    policy.max_attempts)
             state.attempts.setdefault(position, []).append(row)
             self._write(state, "attempts", row)
+            if burnt:
+                self._check_budget(state, name, position)
             raise Suspend(o["ended_at"] + delay, "retry", name=name, position=position,
                           attempt=attempt)
         failed = activity_failed(state.run_id, name, position, attempt, error, why)
@@ -270,7 +276,23 @@ class Activities:
         event.matched_args = json.loads(o["text"])
         self._append(state, cursor, event)
         self._maybe_crash(state, "after_record", name, position, attempt)
+        if burnt:
+            self._check_budget(state, name, position)
         raise failed
+
+    def _burn(self, state, error: ModelOutputError) -> bool:
+        """Count a broken answer's usage in a budgeted run's spend, and record the run's
+        sum at once. True if there was usage to count."""
+        usage = error.usage
+        if state.budget is None or not isinstance(usage, dict):
+            return False
+        state.spend.burn(usage)
+        burnt = json.loads(self.store.burnt(state.run_id) or "{}")
+        for key in ("input_tokens", "output_tokens", "cost"):
+            burnt[key] = burnt.get(key, 0) + usage.get(key, 0)
+        burnt["calls"] = burnt.get("calls", 0) + 1
+        self.store.save_burnt(state.run_id, json.dumps(burnt, sort_keys=True))
+        return True
 
     def _check_budget(self, state, name: str, position: int) -> None:
         if state.budget is None:

@@ -3,9 +3,13 @@
 A `Budget` caps what one run may spend: model calls, tokens, money, and turns (activities
 executed). Spending is read from history, from activity results that carry a ``"usage"``
 dict (``input_tokens``, ``output_tokens``, ``cost``), as `dl.sim.SimLLM` and the structured
-output helper return. When a run goes over, it stops with `BudgetExceeded`, which names the
-limit, the amount spent and the activity that crossed it. Being computed from history, the
-spend is the same on every replay.
+output helper return. Broken answers count too: a model that answered with half a JSON
+object was paid for, and the `ModelOutputError` it raised carries that answer's usage. The
+engine adds it to the run's spend when the attempt ends and records the sum at once (a
+fact about the world, like a fault firing), so a recovered run still counts it. When a run
+goes over, it stops with `BudgetExceeded`, which names the limit, the amount spent and the
+activity that crossed it. Computed from history plus that recorded sum, the spend is the
+same on every replay.
 """
 
 from __future__ import annotations
@@ -51,6 +55,13 @@ class Spend:
         usage = result.get("usage") if isinstance(result, dict) else None
         if isinstance(usage, dict):
             self.model_calls += 1
+            self.tokens += int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
+            self.cost += float(usage.get("cost", 0.0))
+
+    def burn(self, usage) -> None:
+        """Count a broken answer's usage: a model call that was paid for, not a turn."""
+        if isinstance(usage, dict):
+            self.model_calls += int(usage.get("calls", 1))
             self.tokens += int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
             self.cost += float(usage.get("cost", 0.0))
 

@@ -526,6 +526,9 @@ class Engine(Activities):
                 for event in state.history:
                     if event.kind == h.ACTIVITY:
                         state.spend.add(event.loads() if event.ok else None)
+                burnt = self.store.burnt(state.run_id)   # broken answers, paid for
+                if burnt is not None:
+                    state.spend.burn(json.loads(burnt))
             if state.fn is not None:
                 began = state.history or state.attempts or state.wakeups
                 self._schedule(state, self.clock.now(), "wake", "recovery" if began else "start")

@@ -70,7 +70,11 @@ class NonRetryable(ActivityError):
 
 class ModelOutputError(ActivityError):
     """Malformed JSON, schema violations, refusals: retried on a small separate budget,
-    with the error fed back to the next attempt."""
+    with the error fed back to the next attempt. `usage` is the usage dict (input_tokens,
+    output_tokens, cost) of the answer it threw away, when known: those tokens were paid
+    for, so budgets count them."""
+
+    fields = ActivityError.fields + ("usage",)
 
 
 # --- engine errors -----------------------------------------------------------------------
@@ -157,6 +161,12 @@ class SerializationError(DurableLabError, TypeError):
     argument, a signal value)."""
 
     fields = ("what", "where")
+
+
+class HeartbeatError(DurableLabError, RuntimeError):
+    """`dl.heartbeat()` or `dl.last_heartbeat()` was called outside an activity attempt."""
+
+    fields = ("call",)
 
 
 class RunNotFoundError(DurableLabError, KeyError):

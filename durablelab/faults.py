@@ -166,8 +166,13 @@ class Malformed(Rule):
         broken = {"truncated": f"answer cut off mid-JSON: {answer[:max(1, len(answer) // 2)]!r}",
                   "schema": "answer does not match the schema: a required field is missing",
                   "refusal": "the model refused: 'I can't help with that request.'"}[self.kind]
+        try:    # the call ran and was paid for: its usage, if it reported one, counts
+            usage = json.loads(answer_json).get("usage") if answer_json else None
+        except (ValueError, AttributeError):
+            usage = None
         return ModelOutputError(f"injected malformed output ({self.kind}): {broken}",
-                                cause_class="Malformed")
+                                cause_class="Malformed",
+                                usage=usage if isinstance(usage, dict) else None)
 
 
 #: the error classes `Fail` can inject, and the HTTP status each stands for by default.

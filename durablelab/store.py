@@ -469,6 +469,34 @@ class Store:
         """Remember the engine's clock, so an engine opened later does not start earlier."""
         self.con.execute("INSERT OR REPLACE INTO meta VALUES ('clock', ?)", [repr(float(instant))])
 
+    def save_heartbeat(self, run_id: str, position: int, text: str) -> None:
+        """Keep an activity's last heartbeat (JSON: attempt, sent_at, details), committed at
+        once in every mode: like a fault firing it is a fact about the world, and the
+        attempt after a crash reads it. One `meta` row per activity (only the last details
+        count, as in Temporal), so the schema does not change."""
+        self.con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                         [f"heartbeat:{run_id}:{position}", text])
+        self._committed()
+
+    def last_heartbeat(self, run_id: str, position: int) -> str | None:
+        """The JSON `save_heartbeat` kept for this activity, or None."""
+        row = self.con.execute("SELECT value FROM meta WHERE key = ?",
+                               [f"heartbeat:{run_id}:{position}"]).fetchall()
+        return row[0][0] if row else None
+
+    def save_burnt(self, run_id: str, text: str) -> None:
+        """Keep the usage a run's broken model answers cost so far (JSON: calls,
+        input_tokens, output_tokens, cost), committed at once: money spent is a fact about
+        the world. A `meta` row per run, so the schema does not change."""
+        self.con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [f"burnt:{run_id}", text])
+        self._committed()
+
+    def burnt(self, run_id: str) -> str | None:
+        """The JSON `save_burnt` kept for this run, or None."""
+        row = self.con.execute("SELECT value FROM meta WHERE key = ?",
+                               [f"burnt:{run_id}"]).fetchall()
+        return row[0][0] if row else None
+
     def latest_instant(self) -> float | None:
         """The latest instant of a crash or of the clock saved at a clean close. Every other
         row belongs to a run and comes no later than the run's end, so an engine that opens

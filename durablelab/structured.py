@@ -9,8 +9,9 @@ message to the next attempt as ``feedback=``, which goes back into the prompt as
 instruction. When the budget is spent, `ask_structured` can fall back to another model.
 
 Every result carries the call's ``"usage"`` (input_tokens, output_tokens, cost), the
-convention budgets and `dl.compare` count by. Broken answers cost tokens too: they show in
-the model's own ledger (`SimLLM.usage`), not in the failed attempt's result.
+convention budgets and `dl.compare` count by. Broken answers cost tokens too: the
+`ModelOutputError` a broken answer raises carries that answer's usage, and a run's
+`dl.Budget` counts it (the real bill includes every answer thrown away).
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ def structured(llm, schema) -> Callable:
 
     Returns ``schema(...).model_dump(mode="json")`` plus ``"usage"``. Raises
     `ModelOutputError` when the answer is not JSON (a truncation, prose, a refusal) or does
-    not match the schema; its message names what was wrong, for the next attempt to fix.
+    not match the schema; its message names what was wrong, for the next attempt to fix,
+    and its `usage` is what the broken answer cost.
     The same (llm, schema) gives the same function, so the engine's bookkeeping stays small.
     """
     fields = ", ".join(schema.model_fields)
@@ -56,7 +58,11 @@ def structured(llm, schema) -> Callable:
         if feedback:
             asked += "\n\n" + REPAIR.format(feedback=feedback)
         reply = llm.complete(asked, feedback=feedback, idempotency_key=idempotency_key)
-        data = parse(reply["text"], schema, reply.get("model", llm.name))
+        try:
+            data = parse(reply["text"], schema, reply.get("model", llm.name))
+        except ModelOutputError as exc:
+            exc.usage = reply.get("usage")     # the broken answer was paid for
+            raise
         return {**data, "usage": reply["usage"]}
 
     fn.__name__ = fn.__qualname__ = f"structured_{schema.__name__}"

@@ -26,7 +26,8 @@ def test_public_names_are_pinned():
         "FaultMatrix", "matrix", "retry_amplification",
         "ReadOnlyEngineError",
         "agents", "AgentConfigError",
-        "sweep", "Experiment", "presets", "SweepError", "ConfigError", "exercises"])
+        "sweep", "Experiment", "presets", "SweepError", "ConfigError", "exercises",
+        "heartbeat", "last_heartbeat", "HeartbeatError"])
 
 
 def test_every_public_callable_has_a_docstring():

@@ -140,3 +140,56 @@ def test_usage_in_results_matches_the_models_ledger(engine):
     ok = [c for c in llm.calls if c["outcome"] == "ok"]
     assert len(ok) == 20 and llm.usage["calls"] > 20  # broken answers were paid for too
     assert sum(r["usage"]["cost"] for r in results) == pytest.approx(sum(c["cost"] for c in ok))
+
+
+def test_a_broken_answer_carries_its_usage_and_the_budget_counts_it(engine):
+    tiny = model(engine, "sim-tiny")           # every answer is broken
+    with pytest.raises(dl.ModelOutputError) as info:
+        structured(tiny, VendorFields)(PROMPT)
+    call = tiny.calls[-1]
+    assert info.value.usage == {k: call[k] for k in ("input_tokens", "output_tokens", "cost")}
+
+    def extract(ctx, prompt):
+        return ctx.activity("extract", structured(tiny, VendorFields), prompt,
+                            policy=dl.RetryPolicy(model_output_budget=5, jitter="none"))
+
+    # two broken answers cost more than this many tokens: the third attempt never happens
+    per_call = call["input_tokens"] + call["output_tokens"]
+    run_id = engine.start(extract, PROMPT, budget=dl.Budget(tokens=int(per_call * 1.5)))
+    engine.run_until_idle()
+    run = engine.run(run_id)
+    assert run.status == "failed" and isinstance(run.error, dl.BudgetExceeded)
+    assert run.error.limit == "tokens" and run.error.spent >= 2 * per_call - 50
+    assert run.attempts.outcome.tolist() == ["malformed", "malformed"]
+    assert len(tiny.calls) == 1 + 2          # the direct call above, then the run's two
+
+
+def test_burnt_tokens_are_still_counted_after_a_reopen(db_path):
+    from durablelab.sim.llm import SimLLM
+
+    engine = dl.Engine(db_path)
+    tiny = SimLLM("sim-tiny", clock=engine.clock, scenario="vendor_extraction")
+
+    def extract_then_wait(ctx, prompt):
+        try:
+            ctx.activity("extract", structured(tiny, VendorFields), prompt,
+                         policy=dl.RetryPolicy(model_output_budget=0, max_attempts=1))
+        except dl.ActivityFailed:
+            pass
+        ctx.wait_signal("again")
+        return ctx.activity("extract2", structured(tiny, VendorFields), prompt,
+                            policy=dl.RetryPolicy(model_output_budget=0, max_attempts=1))
+
+    run_id = engine.start(extract_then_wait, PROMPT, budget=dl.Budget(model_calls=1))
+    engine.run_until_idle()
+    assert engine.run(run_id).status == "waiting"   # one broken call: within the budget
+    engine.close()
+    engine = dl.Engine(db_path, workflows=[extract_then_wait])
+    tiny.clock = engine.clock
+    engine.signal(run_id, "again", None)
+    engine.run_until_idle()
+    run = engine.run(run_id)
+    # the broken answer before the reopen still counts: the second call is one too many
+    assert isinstance(run.error, dl.BudgetExceeded) and run.error.limit == "model_calls"
+    assert run.error.spent == 2
+    engine.close()

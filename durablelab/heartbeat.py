@@ -1,0 +1,100 @@
+"""Heartbeats: how a long activity says "still alive, and here is how far I got".
+
+An activity that runs for minutes (a batch of model calls, a big upload) promises, with
+`ctx.activity(..., heartbeat=seconds)`, to report at least that often. Its code calls
+`dl.heartbeat(details)` as it goes; the engine records the details at once, as a fact
+about the world (in every durability mode, like a fault firing), so they outlive the
+worker. If the worker dies, the missing heartbeat is how the loss is noticed (the engine
+marks the attempt timed out one heartbeat interval after the last one went out). The
+retried attempt, or the re-execution after a crash, calls `dl.last_heartbeat()` and gets
+the last details back, so it resumes where the lost one got to instead of starting over:
+
+    def summarise(documents):
+        done = dl.last_heartbeat() or 0          # None on the first attempt
+        for i in range(done, len(documents)):
+            summarise_one(documents[i])
+            dl.heartbeat(i + 1)                  # JSON details: here, how many are done
+        return "ok"
+
+As in Temporal (`activity.heartbeat`, `activity.info().heartbeat_details`), only the last
+details of each activity are kept, and only activity code may call these: a workflow
+function has no attempt to report on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from contextvars import ContextVar
+from typing import Any
+
+from .errors import HeartbeatError, SerializationError
+
+# The activity attempt running in this thread (or task), if any.
+_CURRENT: ContextVar["Attempt | None"] = ContextVar("durablelab_heartbeat", default=None)
+
+
+class Attempt:
+    """One activity attempt that may heartbeat: where to record, and what was recorded."""
+
+    def __init__(self, store, clock, run_id: str, position: int, attempt: int, name: str):
+        self.store, self.clock = store, clock
+        self.run_id, self.position, self.attempt, self.name = run_id, position, attempt, name
+        self.beats = 0
+
+    def record(self, details: Any) -> None:
+        try:
+            text = json.dumps({"attempt": self.attempt, "sent_at": self.clock.now(),
+                               "details": details}, sort_keys=True, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise SerializationError(
+                f"dl.heartbeat(details) in activity {self.name!r} (run {self.run_id!r}, "
+                f"position {self.position}): the details are not JSON ({exc}); pass plain "
+                f"data such as a count, an offset or a dict of them.",
+                what="heartbeat details", where=f"{self.run_id}:{self.position}") from None
+        self.store.save_heartbeat(self.run_id, self.position, text)
+        self.beats += 1
+
+
+@contextlib.contextmanager
+def attempt(store, clock, run_id: str, position: int, attempt: int, name: str):
+    """Make `dl.heartbeat` and `dl.last_heartbeat` work for the activity called inside."""
+    token = _CURRENT.set(Attempt(store, clock, run_id, position, attempt, name))
+    try:
+        yield
+    finally:
+        _CURRENT.reset(token)
+
+
+def _current(call: str) -> Attempt:
+    found = _CURRENT.get()
+    if found is None:
+        raise HeartbeatError(
+            f"{call} was called outside an activity: only code that ctx.activity(...) runs "
+            f"has an attempt to report on. Call it inside the activity function; workflow "
+            f"code records progress with ctx calls instead (see lesson 04).", call=call)
+    return found
+
+
+def heartbeat(details: Any = None) -> None:
+    """Report from inside an activity that it is alive, with `details` of its progress.
+
+    Call it at least as often as the activity's `heartbeat=` promise (seconds). The engine
+    records `details` (any JSON value: a count, an offset, a dict) at once and durably; the
+    next attempt of this activity, after a failure or a crash, reads the last ones with
+    `dl.last_heartbeat()`. Raises `HeartbeatError` outside an activity and
+    `SerializationError` (a TypeError) when `details` is not JSON.
+    """
+    _current("dl.heartbeat()").record(details)
+
+
+def last_heartbeat() -> Any:
+    """The details of the last heartbeat this activity sent, in this attempt or an earlier
+    one (before a retry or a crash), or None if it never sent one. Call it inside an
+    activity, typically first thing, to resume where the previous attempt got to."""
+    current = _current("dl.last_heartbeat()")
+    found = current.store.last_heartbeat(current.run_id, current.position)
+    return None if found is None else json.loads(found)["details"]
+
+
+__all__ = ["heartbeat", "last_heartbeat"]
