@@ -78,8 +78,7 @@ def lab(tmp_path_factory):
            "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [
                os.environ.get("PYTHONPATH")])])}
     command = [sys.executable, "-m", "durablelab", "lab", "--no-browser", f"--port={port}",
-               "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={token}",
-               f"--notebook-dir={ROOT / 'notebooks'}"]
+               "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={token}"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         command.append("--allow-root")      # as in a container, CI runs as root
     log = open(home / "lab.log", "w")
@@ -99,12 +98,13 @@ def lab(tmp_path_factory):
                 time.sleep(0.3)
         yield {"base": base, "token": token, "home": home}
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait()
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGTERM)     # the server and the kernels it started
+            try:
+                server.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(server.pid, signal.SIGKILL)
+                server.wait()
         log.close()
 
 
