@@ -198,12 +198,12 @@ def test_each_wake_up_is_a_mark_on_the_top_strip_with_replay_counts(story_run):
     assert [m.get_gid() for m in marks] == [f"wakeup:{r}" for r in story_run.wakeups.reason]
     labels = [t.get_text() for t in fig.findobj(Text) if t.get_gid() == "wakeup-label"]
     # the two wake-ups at 5400 s (the signal, then the recovery after the crash) share one
-    # label with their sums; the four retries in the first minute share another
+    # label, each with its counts; the four in the first minute share one with their sums
     wakeups = story_run.wakeups
     last = wakeups[wakeups.woke_at == wakeups.woke_at.iloc[-1]]
-    assert labels[-1] == f"2× ↻{last.replayed.sum()} +{last.recorded.sum()}"
+    assert labels[-1] == " · ".join(f"↻{r.replayed} +{r.recorded}" for r in last.itertuples())
     assert labels[0] == "4× ↻1 +3"
-    counts = [int(text.split("×")[0]) if "×" in text else 1 for text in labels]
+    counts = [int(text.split("×")[0]) if "×" in text else text.count("↻") for text in labels]
     assert sum(counts) == len(wakeups)       # every wake-up counted once, none thinned
 
 

@@ -7,8 +7,9 @@ line after a failed attempt is the backoff the engine chose before the next one.
 signal waits share a hatched lane of their own. A dashed vertical line is a worker crash,
 and the marks on the top strip are wake-ups, the moments the workflow code ran again from
 the top: "↻6 +4" means it replayed 6 events from history and recorded 4 new ones. A label
-sits right of its mark; wake-ups too close to label one by one share a label ("3× ↻9 +2"),
-and no label covers another label or a mark.
+sits right of its mark; wake-ups too close to label one by one share a label right of the
+last of them ("↻6 +1 · ↻7 +3" for two, "3× ↻9 +2" with the sums for more), and no label
+covers another label or a mark.
 
 Runs imported from Temporal may hold more: child workflows and Nexus operations get a lane
 each, like activities, and signals and updates that no `wait_signal` received are marks on
@@ -317,8 +318,8 @@ def _draw_run(ax, run, names, origin, size, span, width, legend):
 
 
 def _wakeup_text(rows) -> str:
-    if len(rows) == 1:
-        return f"↻{rows[0].replayed} +{rows[0].recorded}"
+    if len(rows) <= 2:      # one or two: each its own counts
+        return " · ".join(f"↻{r.replayed} +{r.recorded}" for r in rows)
     return f"{len(rows)}× ↻{sum(r.replayed for r in rows)} +{sum(r.recorded for r in rows)}"
 
 
