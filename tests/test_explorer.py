@@ -13,7 +13,7 @@ import pytest
 
 import durablelab as dl
 from durablelab.faults import Crash, FaultPlan
-from durablelab.viz.explorer import human
+from durablelab.viz.explorer import display_path, human
 
 CHANGED = {"insert_step": False}
 # Real Temporal histories, outside the project (see their README).
@@ -177,7 +177,8 @@ def test_code_pane_shows_the_workflow_line_of_the_ctx_call(run):
     for position, text in cases.items():
         explorer.slider.value = position
         path, number, line = line_of(text)
-        assert html.escape(f"{path}:{number}") in explorer.code_html
+        assert html.escape(f"tests/test_explorer.py:{number}") in explorer.code_html
+        assert html.escape(f"{path}:{number}") not in explorer.code_html  # no absolute path
         assert html.escape(line) in explorer.code_html
     # two lines of context on each side of the call
     explorer.slider.value = 2
@@ -474,3 +475,20 @@ def test_rejects_what_is_not_a_run():
                                            (3600, "1.0 h"), (90000, "1.0 d")])
 def test_human_units(seconds, text):
     assert human(seconds) == text
+
+
+def test_code_pane_keeps_each_lines_indentation(run):
+    explorer = dl.viz.ReplayExplorer(run)
+    explorer.slider.value = 2          # ctx.activity("score", ...), with the if above it
+    assert "│     if CHANGED[&quot;insert_step&quot;]:" in explorer.code_html
+    assert "│         ctx.activity(&quot;audit&quot;, audit)" in explorer.code_html
+
+
+def test_paths_are_shown_relative_to_the_folder_or_the_package(tmp_path, monkeypatch):
+    from durablelab.examples import onboarding
+
+    monkeypatch.chdir(tmp_path)        # a notebook folder that does not hold the package
+    assert display_path(onboarding.__file__) == "durablelab/examples/onboarding.py"
+    (tmp_path / "flows.py").write_text("x = 1\n")
+    assert display_path(str(tmp_path / "flows.py")) == "flows.py"
+    assert display_path("<ipython-input-3-abc>") == "<ipython-input-3-abc>"

@@ -282,13 +282,24 @@ def test_three_day_signal_wait_is_in_days():
 
 
 def test_two_runs_are_two_axes_sharing_x_titled_with_id_and_status(story_run):
-    def short(ctx, _):
-        return ctx.activity("quick", echo, 1)
-    other = one_run(short, run_id="quick-run")
-    fig = dl.viz.timeline([story_run, other], title="two runs")
+    again = dataclasses.replace(story_run, run_id="story-again")
+    fig = dl.viz.timeline([story_run, again], title="two runs")
     top, bottom = fig.axes
     assert top.get_shared_x_axes().joined(top, bottom)
     assert top.get_title(loc="left") == "story · completed"
+    assert bottom.get_title(loc="left") == "story-again · completed"
+    render(fig)
+
+
+def test_a_run_that_would_be_a_sliver_on_the_shared_axis_gets_its_own(story_run):
+    def short(ctx, _):
+        return ctx.activity("quick", echo, 1)
+    other = one_run(short, run_id="quick-run")
+    fig = dl.viz.timeline([story_run, other])
+    top, bottom = fig.axes
+    assert not top.get_shared_x_axes().joined(top, bottom)
+    assert top.get_xlabel() == "virtual time (min)"
+    assert bottom.get_xlabel().startswith("virtual time: every event at t = 0 s")
     assert bottom.get_title(loc="left") == "quick-run · completed"
     assert [t.get_text() for t in bottom.get_yticklabels()] == ["quick"]
     render(fig)
@@ -409,3 +420,46 @@ def test_html_of_an_empty_imported_run_shows_its_notes():
     html = empty_run(source="temporal", notes=("only <last> attempts",))._repr_html_()
     assert "from temporal" in html and "Note: only &lt;last&gt; attempts" in html
     assert "0 attempts" in html and "0 events" in html
+
+
+def test_outcomes_that_share_warm_colours_differ_by_hatch_too():
+    from durablelab.viz.plots import HATCHES
+
+    warm = ["transient", "rate_limited", "non_retryable"]
+    styles = {(PALETTE[o], HATCHES.get(o)) for o in warm}
+    assert len(styles) == 3 and len({HATCHES.get(o) for o in warm}) == 3
+    run = one_run(lambda ctx, _: ctx.activity("pay", echo, 1, policy=POLICY), faults=[
+        dl.faults.RateLimit("pay", attempts=[1]), dl.faults.ServerError("pay", attempts=[2])])
+    fig = dl.viz.timeline(run)
+    hatches = [p.get_hatch() for p in fig.findobj(Rectangle)
+               if str(p.get_gid()).startswith("attempt:")]
+    assert hatches == [HATCHES["rate_limited"], None, None]
+    legend = {t.get_text(): h for t, h in zip(fig.legends[0].get_texts(),
+                                              fig.legends[0].get_patches())}
+    assert legend["rate limited"].get_hatch() == HATCHES["rate_limited"]
+
+
+def test_a_run_whose_events_all_happen_at_t0_is_drawn_in_order_not_as_slivers():
+    run = one_run(lambda ctx, _: [ctx.activity("a", echo, 1), ctx.activity("b", echo, 2)])
+    fig = dl.viz.timeline(run)
+    ax = fig.axes[0]
+    bars = [p for p in fig.findobj(Rectangle) if str(p.get_gid()).startswith("attempt:")]
+    span = ax.get_xlim()[1] - ax.get_xlim()[0]
+    assert all(bar.get_width() >= 0.03 * span for bar in bars)
+    assert bars[1].get_x() >= bars[0].get_x() + bars[0].get_width()   # side by side, in order
+    assert "every event at t = 0 s" in ax.get_xlabel()
+
+
+def test_compare_plot_labels_units_and_gives_each_run_its_colour():
+    fig = dl.viz.compare_plot(METRICS)
+    visible = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_ylabel() for ax in visible] == ["count", "count", "seconds"]
+    for ax in visible:
+        colours = [bar.get_facecolor() for bar in ax.patches]
+        assert colours[0] != colours[1]
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["jitter", "no-jitter"]
+    fig.draw_without_rendering()      # every title clear of the charts of the row above
+    for ax in visible[3:]:
+        title = ax.title.get_window_extent()
+        above = [a for a in visible if a.get_position().y0 > ax.get_position().y1]
+        assert all(title.y1 < a.get_tightbbox().y0 for a in above)

@@ -21,6 +21,7 @@ import linecache
 import math
 import operator
 import os
+from pathlib import Path
 from typing import Any
 
 import ipywidgets as widgets
@@ -119,9 +120,27 @@ def source_lines(call_site: str | None, context: int = CONTEXT_LINES):
         first += 1
     while last > lineno and not lines[last - 1].strip():
         last -= 1
+    # Indentation kept as written: it shows the block a call sits in (a loop, a saga).
     snippet = [(n, lines[n - 1].rstrip("\n").expandtabs(4)) for n in range(first, last + 1)]
-    indent = min(len(text) - len(text.lstrip()) for _, text in snippet if text.strip())
-    return path, lineno, [(n, text[indent:]) for n, text in snippet]
+    return path, lineno, snippet
+
+
+def display_path(path: str) -> str:
+    """`path` as a reader knows it: relative to the working folder (the notebook's) when it
+    is inside it, else relative to the folder holding the package (so a shipped example
+    reads "durablelab/examples/onboarding.py", wherever it is installed or copied), else
+    as recorded (a notebook cell's name, a file elsewhere)."""
+    try:
+        target = Path(path).resolve()
+    except (OSError, ValueError):
+        return path
+    package = Path(__file__).resolve().parents[1]
+    for base in (Path.cwd().resolve(), package.parent):
+        try:
+            return target.relative_to(base).as_posix()
+        except ValueError:
+            continue
+    return path
 
 
 def _table(rows) -> str:
@@ -608,8 +627,9 @@ class ReplayExplorer:
                    else f" ({source} histories do not record the code line)")
             return f"<p>No call site was recorded for this event{html.escape(why)}.</p>"
         found = source_lines(site)
-        path = site.rpartition(":")[0]
-        where = (f'<div style="font-size:12px">workflow line <code>{html.escape(site)}</code>'
+        path, _, number = site.rpartition(":")
+        shown = f"{display_path(path)}:{number}" if os.path.exists(path) else site
+        where = (f'<div style="font-size:12px">workflow line <code>{html.escape(shown)}</code>'
                  f'{" (a notebook cell)" if found and not os.path.exists(path) else ""}</div>')
         if found is None:
             return where + ("<p>The source of this line is not available here (the file is "

@@ -50,7 +50,16 @@ OUTCOME_LABELS = {"ok": "ok", "transient": "transient", "rate_limited": "rate li
                   "timeout": "timeout", "non_retryable": "non-retryable",
                   "malformed": "malformed", "crashed": "crashed",
                   "circuit_open": "circuit open", "in_flight": "in flight"}
+# Orange, yellow and vermillion are told apart by colour-blind readers, but not in grey scale
+# or on a small bar at a glance: the failures that are not plain transient ones carry a
+# hatch as well, so every outcome differs in two ways.
+HATCHES = {"rate_limited": "....", "non_retryable": "xxxx", "malformed": "\\\\\\\\",
+           "circuit_open": "----"}
 UNKNOWN_COLOUR = "#999999"
+# One colour per run in compare_plot (Okabe-Ito, in an order that starts far from the
+# outcome colours' greens and oranges).
+RUN_COLOURS = ["#0072B2", "#CC79A7", "#56B4E9", "#E69F00", "#009E73", "#D55E00", "#F0E442",
+               "#000000"]
 WAIT_COLOUR = "#0072B2"          # blue, not used by any outcome
 WAIT_STYLES = {"timer": {"hatch": "////", "label": "durable timer"},
                "signal": {"hatch": "....", "label": "signal wait"}}
@@ -148,7 +157,8 @@ def activity_attempts(run) -> pd.DataFrame:
 
 
 def timeline(runs, *, width=None, title=None, align="clock") -> Figure:
-    """A Figure of one or more runs over time: one stacked axes per run, sharing the x axis.
+    """A Figure of one or more runs over time: one stacked axes per run, sharing the x axis
+    (unless one run would be a sliver on it: then each run has an axis of its own).
 
     Args:
         runs: a `Run` or a list of them (live, loaded from an export, or imported).
@@ -169,13 +179,14 @@ def timeline(runs, *, width=None, title=None, align="clock") -> Figure:
     origins = [_origin(run) for run in runs]
     if align == "clock":
         origins = [min(origins)] * len(runs)
-    span = max(max(_latest(run) - origin for run, origin in zip(runs, origins)), 1.0)
-    if any(w.end is None for run in runs for w in waits(run.history, run.ended_at)):
-        span *= 1.25         # room to show a wait that has no end yet
-    unit, size = time_unit(span)
+    spans = [_latest(run) - origin for run, origin in zip(runs, origins)]
+    # One shared axis, unless it would squeeze a run into a sliver of it (a run that all
+    # happens at t = 0 beside one that lasts 10 s): then each run gets an axis of its own.
+    shared = min(spans) >= 0.05 * max(spans) if max(spans) > 0 else True
+    groups = [list(range(len(runs)))] if shared else [[i] for i in range(len(runs))]
 
     lanes = [_lanes(run) for run in runs]
-    heights = [1.1 + 0.34 * max(len(names), 1) for names in lanes]
+    heights = [1.1 + 0.34 * max(len(names), 1) + (0 if shared else 0.35) for names in lanes]
     notes = list(dict.fromkeys(note for run in runs for note in getattr(run, "notes", ()) or ()))
     fig = Figure(figsize=(width, sum(heights) + 0.9 + 0.25 * len(notes)), layout="constrained")
     plots = fig
@@ -184,19 +195,34 @@ def timeline(runs, *, width=None, title=None, align="clock") -> Figure:
                                                           0.1 + 0.25 * len(notes)])
         foot.text(0.5, 0.5, "\n".join(f"Note: {note}" for note in notes), ha="center",
                   va="center", fontsize=_FONT, style="italic", color="#333333", wrap=True)
-    axes = plots.subplots(len(runs), 1, sharex=True, squeeze=False,
+    axes = plots.subplots(len(runs), 1, sharex=shared, squeeze=False,
                           gridspec_kw={"height_ratios": heights})[:, 0]
     legend = _Legend()
-    right = span / size * 1.03
-    for ax, run, origin, names in zip(axes, runs, origins, lanes):
-        right = max(right, _draw_run(ax, run, names, origin, size, span / size, width, legend))
-    axes[-1].set_xlim(-0.01 * span / size, right)
     source = {getattr(run, "source", "durablelab") for run in runs}
     clock = "virtual time" if source == {"durablelab"} else "time"
-    since = "" if align == "clock" and origins[0] == 0 else (
-        " since start" if align == "start" or source != {"durablelab"}
-        else f" since t = {duration_text(origins[0])}")
-    axes[-1].set_xlabel(f"{clock}{since} ({unit})")
+    for group in groups:
+        real_span = max(spans[i] for i in group)
+        instant = real_span <= 0  # everything at one instant: show the order, not 0-1 s
+        span = max(real_span, 1.0)
+        if any(w.end is None for i in group for w in waits(runs[i].history, runs[i].ended_at)):
+            span *= 1.25          # room to show a wait that has no end yet
+        unit, size = time_unit(span)
+        right = span / size * 1.03
+        for i in group:
+            right = max(right, _draw_run(axes[i], runs[i], lanes[i], origins[i], size,
+                                         span / size, width, legend, instant=instant))
+        last = axes[group[-1]]
+        last.set_xlim(-0.01 * span / size, right)
+        if instant:
+            for i in group:
+                axes[i].set_xticks([0.0])
+        origin = origins[group[0]]
+        since = "" if align == "clock" and origin == 0 else (
+            " since start" if align == "start" or source != {"durablelab"}
+            else f" since t = {duration_text(origin)}")
+        last.set_xlabel(f"{clock}{since} ({unit})" if not instant else
+                        f"{clock}: every event at t = {duration_text(origin)} "
+                        f"(bars side by side in the order they happened)")
     if title:
         fig.suptitle(title, fontsize=11)
     legend.draw(plots, width)
@@ -204,26 +230,37 @@ def timeline(runs, *, width=None, title=None, align="clock") -> Figure:
     return fig
 
 
-def _draw_run(ax, run, names, origin, size, span, width, legend):
-    """Draw one run into `ax`: lanes, attempts, backoffs, waits, crashes and wake-ups."""
+def _draw_run(ax, run, names, origin, size, span, width, legend, instant=False):
+    """Draw one run into `ax`: lanes, attempts, backoffs, waits, crashes and wake-ups.
+    `instant`: everything happened at one instant, so each attempt gets a slot of its own,
+    in the order of the run's positions, across lanes."""
     x = lambda t: (t - origin) / size                              # noqa: E731
     lane_of = {name: i for i, name in enumerate(names)}
-    min_width = _MIN_WIDTH * span
+    min_width = (0.04 if instant else _MIN_WIDTH) * span
     char = _char_width(span, width)
+    attempts = activity_attempts(run)
+    slot = {}
+    if instant:
+        order = attempts.sort_values(["position", "attempt"], kind="stable").index
+        slot = {index: k * min_width for k, index in enumerate(order)}
 
-    for name, group in activity_attempts(run).groupby("activity", sort=False):
+    for name, group in attempts.groupby("activity", sort=False):
         y, last_end, last_real_end = lane_of[name], -math.inf, -math.inf
-        for row in group.sort_values("started_at", kind="stable").itertuples(index=False):
+        for index, row in zip(group.sort_values("started_at", kind="stable").index,
+                              group.sort_values("started_at", kind="stable").itertuples(
+                                  index=False)):
             start, end = x(row.started_at), x(row.ended_at)
             # A bar padded to min_width pushes the next one right instead of hiding it;
             # attempts that really overlap (parallel calls) keep their true positions.
-            if start >= last_real_end:
+            if instant:
+                start = slot[index]
+            elif start >= last_real_end:
                 start = max(start, last_end)
             drawn = max(end - start, min_width)
             outcome = row.outcome if row.outcome in PALETTE else None
             ax.add_patch(Rectangle(
                 (start, y - 0.3), drawn, 0.6, facecolor=PALETTE.get(outcome, UNKNOWN_COLOUR),
-                edgecolor="#333333", linewidth=0.6, zorder=3,
+                hatch=HATCHES.get(outcome), edgecolor="#333333", linewidth=0.6, zorder=3,
                 gid=f"attempt:{row.position}:{row.attempt}:{row.outcome}"))
             legend.outcome(row.outcome)
             last_end, last_real_end = start + drawn, x(row.ended_at)
@@ -400,7 +437,8 @@ class _Legend:
 
     def draw(self, fig, width):
         handles = [Patch(facecolor=PALETTE[o], edgecolor="#333333", linewidth=0.6,
-                         label=OUTCOME_LABELS[o]) for o in PALETTE if o in self.outcomes]
+                         hatch=HATCHES.get(o), label=OUTCOME_LABELS[o])
+                   for o in PALETTE if o in self.outcomes]
         if "other" in self.outcomes:
             handles.append(Patch(facecolor=UNKNOWN_COLOUR, edgecolor="#333333", label="other"))
         for kind, style in WAIT_STYLES.items():
@@ -544,15 +582,18 @@ def compare_plot(frame: pd.DataFrame, metrics=None, *, width=None) -> Figure:
     width = 9.0 if width is None else float(width)
     ncols = min(3, len(metrics))
     nrows = math.ceil(len(metrics) / ncols)
-    fig = Figure(figsize=(width, 0.4 + 2.3 * nrows), layout="constrained")
+    fig = Figure(figsize=(width, 0.7 + 2.5 * nrows), layout="constrained")
+    fig.get_layout_engine().set(h_pad=0.12, hspace=0.08)   # a title clear of the row above
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     names = [_short(str(i), 16) for i in frame.index]
     slanted = sum(map(len, names)) > 30 * ncols / 3
+    # One colour per run, the same in every chart, and a legend naming them.
+    colours = [RUN_COLOURS[i % len(RUN_COLOURS)] for i in range(len(frame))]
     for ax, metric in zip(axes, metrics):
         values = pd.to_numeric(frame[metric], errors="coerce")
-        # One neutral colour: the outcome colours mean something else in the timeline.
-        bars = ax.bar(range(len(values)), values.fillna(0), color=WAIT_COLOUR,
+        bars = ax.bar(range(len(values)), values.fillna(0), color=colours,
                       edgecolor="#333333", linewidth=0.6)
+        ax.set_ylabel(metric_unit(metric), fontsize=_FONT)
         ax.bar_label(bars, labels=["–" if pd.isna(v) else f"{v:,.4g}" for v in values],
                      fontsize=_FONT - 0.5, padding=2)
         ax.set_title(str(metric).replace("_", " "), fontsize=10)
@@ -566,4 +607,24 @@ def compare_plot(frame: pd.DataFrame, metrics=None, *, width=None) -> Figure:
             ax.spines[side].set_visible(False)
     for ax in axes[len(metrics):]:
         ax.set_visible(False)
+    if len(frame) > 1:
+        fig.legend(handles=[Patch(facecolor=c, edgecolor="#333333", linewidth=0.6, label=n)
+                            for c, n in zip(colours, names)], loc="outside lower center",
+                   ncol=min(len(names), 4), fontsize=_FONT, frameon=False)
     return fig
+
+
+def metric_unit(metric: str) -> str:
+    """The y-axis label of a `dl.compare` metric: its unit."""
+    name = str(metric)
+    if name.endswith(("duration", "_seconds", "_time")) or name in ("p50", "p95"):
+        return "seconds"
+    if name.endswith("bytes"):
+        return "bytes"
+    if name == "cost" or name.endswith("_cost"):
+        return "cost ($)"
+    if name.endswith("tokens"):
+        return "tokens"
+    if name.endswith(("rate", "_share")):
+        return "share of runs"
+    return "count"
