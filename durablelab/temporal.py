@@ -16,13 +16,20 @@ ActivityTaskScheduled (+Started, +Completed / Failed / one `activity` row where 
 TimerStarted / TimerFired / TimerCanceled              `sleep` / `timer_fired` / `timer_canceled`
                                                          (name "timer <timerId>")
 WorkflowExecutionSignaled                              `signal_received`
-MarkerRecorded "Version" (Go, Java), "core_patch"      `patched` (name: the change id)
-  (Python, TypeScript, .NET)
-any other MarkerRecorded (SideEffect, LocalActivity..) `marker` (name: the marker name)
+MarkerRecorded "Version" (Go, Java), "core_patch"      `patched` (name: the change id: Go's
+  (Python, TypeScript, .NET)                             "change-id", Java's "changeId", core's
+                                                         "patch_data" {"id": ...})
+MarkerRecorded "LocalActivity" (Go, Java),             one `activity` row (value["local"] True)
+  "core_local_activity" (Python, TypeScript, .NET)       and its attempts row: a local activity
+                                                         leaves no ActivityTask* events
+StartChildWorkflowExecutionInitiated (+Started,        one `child_workflow` row, like an activity
+  +Completed / Failed / ...)                             (its own lane on the timeline)
+NexusOperationScheduled (+Started, +Completed ...)     one `nexus_operation` row, likewise
+any other MarkerRecorded (SideEffect, ...)             `marker` (name: the marker name)
 WorkflowTaskScheduled / Started / Completed            one `wakeups` row per WorkflowTaskStarted
 everything else: WorkflowExecutionStarted, the close   a row whose kind is the event type in
-  event, WorkflowTaskFailed / TimedOut, child           snake_case (`workflow_task_failed`,
-  workflows, updates, search attributes ...             `start_child_workflow_execution_initiated`)
+  event, WorkflowTaskFailed / TimedOut, updates,        snake_case (`workflow_task_failed`,
+  search attributes ...                                 `workflow_execution_update_accepted`)
 
 Every row's `value` is a dict that keeps Temporal's payloads exactly as recorded (base64,
 for round trips), lists the Temporal `event_ids` it came from and, for a failure, holds its
@@ -54,7 +61,13 @@ What Temporal does not record, and what the importer does about it:
   `recorded` counts the rows the task's commands and update responses produced.
 - Endings durablelab has no word for. A time-out becomes status "failed" with
   `RunTimedOut`; a termination or cancellation "failed" with `TemporalRunEnded`; each with a
-  note. A history without a close event is "running", with a note.
+  note, and no activity that never ran is blamed for it. A history without a close event is
+  "running", with a note.
+- Failures. A failure's message is taken from deep in its cause chain (`root_failure`), its
+  location from the first stack frame that is the user's code (`user_frame`).
+- Damage. A reference to a later event, or an activity that ends twice, is refused; an end
+  that names the wrong start, or a completed run with an activity that never ended, is
+  imported with a note. Clock skew (times that run backwards) is normal and only noted.
 """
 
 from __future__ import annotations
@@ -326,11 +339,13 @@ class _Importer:
                                 f"{row['value']['event_ids'][-2]}")
         started = int(attrs.get("startedEventId") or 0)
         if started and started != row.get("started_event"):
+            began = (f"started at event {row['started_event']}" if row.get("started_event")
+                     else "has no start event")
             self.notes.append(
                 f"Event {event['id']} ({event['type']}) names startedEventId {started}, but "
                 f"activity {row['name']!r} (scheduled at event {row['value']['event_ids'][0]})"
-                f" {'started at event ' + str(row['started_event']) if row.get('started_event') else 'has no start event'}"
-                f": the history looks damaged or edited; the importer trusts scheduledEventId.")
+                f" {began}: the history looks damaged or edited; the importer trusts "
+                f"scheduledEventId.")
         row["recorded_at"] = row["ended_at"] = self.t(event)
         self.end_row(row, _ACTIVITY_END[event["type"]], attrs.get("result"),
                      attrs.get("failure"), attrs.get("retryState"), "activity canceled")

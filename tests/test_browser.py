@@ -129,7 +129,8 @@ def test_lesson_06_renders_pictures_card_and_working_explorer(lab):
             args=FLAGS, viewport={"width": 1400, "height": 1000})
         try:
             page = context.new_page()
-            page.goto(f"{lab['base']}/lab/tree/{LESSON}?token={lab['token']}&reset")
+            # `durablelab lab` serves the checkout, the lessons in its notebooks/ folder
+            page.goto(f"{lab['base']}/lab/tree/notebooks/{LESSON}?token={lab['token']}&reset")
             page.wait_for_function(IDLE, timeout=90_000)
             page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
             page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()

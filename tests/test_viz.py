@@ -463,3 +463,11 @@ def test_compare_plot_labels_units_and_gives_each_run_its_colour():
         title = ax.title.get_window_extent()
         above = [a for a in visible if a.get_position().y0 > ax.get_position().y1]
         assert all(title.y1 < a.get_tightbbox().y0 for a in above)
+
+
+def test_the_axis_unit_can_be_the_one_the_text_uses(story_run):
+    fig = dl.viz.timeline(story_run, unit="s")
+    assert fig.axes[0].get_xlabel() == "virtual time (s)"
+    assert fig.axes[0].get_xlim()[1] > 5400            # 1.5 h, in seconds
+    with pytest.raises(ValueError, match=r"timeline\(unit='minutes'\): use one of s, min, h, days"):
+        dl.viz.timeline(story_run, unit="minutes")

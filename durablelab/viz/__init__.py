@@ -12,7 +12,7 @@ def timeline(runs, **options):
 
 def compare_plot(frame, **options):
     """A matplotlib Figure comparing the metrics of `dl.compare(runs)`."""
-    from .plots import compare_plot as make
+    from .comparison import compare_plot as make
     return make(frame, **options)
 
 

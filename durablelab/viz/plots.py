@@ -31,7 +31,6 @@ import pandas as pd
 import matplotlib.figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
-from matplotlib.ticker import MaxNLocator
 from matplotlib.transforms import blended_transform_factory
 
 # Okabe-Ito colours: distinguishable with the common colour-vision deficiencies.
@@ -56,10 +55,6 @@ OUTCOME_LABELS = {"ok": "ok", "transient": "transient", "rate_limited": "rate li
 HATCHES = {"rate_limited": "....", "non_retryable": "xxxx", "malformed": "\\\\\\\\",
            "circuit_open": "----"}
 UNKNOWN_COLOUR = "#999999"
-# One colour per run in compare_plot (Okabe-Ito, in an order that starts far from the
-# outcome colours' greens and oranges).
-RUN_COLOURS = ["#0072B2", "#CC79A7", "#56B4E9", "#E69F00", "#009E73", "#D55E00", "#F0E442",
-               "#000000"]
 WAIT_COLOUR = "#0072B2"          # blue, not used by any outcome
 WAIT_STYLES = {"timer": {"hatch": "////", "label": "durable timer"},
                "signal": {"hatch": "....", "label": "signal wait"}}
@@ -156,7 +151,7 @@ def activity_attempts(run) -> pd.DataFrame:
     return attempts
 
 
-def timeline(runs, *, width=None, title=None, align="clock") -> Figure:
+def timeline(runs, *, width=None, title=None, align="clock", unit=None) -> Figure:
     """A Figure of one or more runs over time: one stacked axes per run, sharing the x axis
     (unless one run would be a sliver on it: then each run has an axis of its own).
 
@@ -167,6 +162,8 @@ def timeline(runs, *, width=None, title=None, align="clock") -> Figure:
         align: "clock" puts every run on one clock, from the earliest start (runs of one
             engine that collide in time show it); "start" measures each run from its own
             start (to compare runs made at different times).
+        unit: the x axis unit, "s", "min", "h" or "days"; by default it follows the span
+            (`time_unit`). Give the one your text uses, so a reader need not convert.
 
     Returns a `matplotlib.figure.Figure` made without pyplot: a notebook shows it once.
     """
@@ -175,6 +172,10 @@ def timeline(runs, *, width=None, title=None, align="clock") -> Figure:
         raise ValueError("timeline(runs): no runs to draw; pass a Run or a list of Runs")
     if align not in ("clock", "start"):
         raise ValueError(f"timeline(align={align!r}): use 'clock' or 'start'")
+    sizes = dict(UNITS)
+    if unit is not None and unit not in sizes:
+        raise ValueError(f"timeline(unit={unit!r}): use one of {', '.join(sizes)}, or None "
+                         f"for a unit that follows the span")
     width = 9.0 if width is None else float(width)
     origins = [_origin(run) for run in runs]
     if align == "clock":
@@ -206,7 +207,7 @@ def timeline(runs, *, width=None, title=None, align="clock") -> Figure:
         span = max(real_span, 1.0)
         if any(w.end is None for i in group for w in waits(runs[i].history, runs[i].ended_at)):
             span *= 1.25          # room to show a wait that has no end yet
-        unit, size = time_unit(span)
+        shown, size = time_unit(span) if unit is None else (unit, sizes[unit])
         right = span / size * 1.03
         for i in group:
             right = max(right, _draw_run(axes[i], runs[i], lanes[i], origins[i], size,
@@ -220,7 +221,7 @@ def timeline(runs, *, width=None, title=None, align="clock") -> Figure:
         since = "" if align == "clock" and origin == 0 else (
             " since start" if align == "start" or source != {"durablelab"}
             else f" since t = {duration_text(origin)}")
-        last.set_xlabel(f"{clock}{since} ({unit})" if not instant else
+        last.set_xlabel(f"{clock}{since} ({shown})" if not instant else
                         f"{clock}: every event at t = {duration_text(origin)} "
                         f"(bars side by side in the order they happened)")
     if title:
@@ -553,78 +554,3 @@ def _char_width(span: float, width: float) -> float:
 
 def _short(text: str, limit: int = 24) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
-
-
-def compare_plot(frame: pd.DataFrame, metrics=None, *, width=None) -> Figure:
-    """Small bar charts comparing runs, one chart per metric, runs on the x axis.
-
-    Args:
-        frame: one row per run, such as `dl.compare(runs)` returns; runs are named by a
-            `run_id` column if there is one, else by the index.
-        metrics: the columns to chart; default every numeric (non-boolean) column that
-            has a value.
-        width: figure width in inches (default 9).
-    """
-    if "run_id" in frame.columns:
-        frame = frame.set_index("run_id")
-    if metrics is None:
-        metrics = [c for c in frame.columns if pd.api.types.is_numeric_dtype(frame[c])
-                   and not pd.api.types.is_bool_dtype(frame[c]) and frame[c].notna().any()]
-    else:
-        metrics = [metrics] if isinstance(metrics, str) else list(metrics)
-        missing = [m for m in metrics if m not in frame.columns]
-        if missing:
-            raise KeyError(f"compare_plot: no column {missing[0]!r} in the frame (columns: "
-                           f"{', '.join(map(str, frame.columns))})")
-    if not metrics:
-        raise ValueError(f"compare_plot: the frame has no numeric column to chart (columns: "
-                         f"{', '.join(map(str, frame.columns))}); name them with metrics=[...]")
-    width = 9.0 if width is None else float(width)
-    ncols = min(3, len(metrics))
-    nrows = math.ceil(len(metrics) / ncols)
-    fig = Figure(figsize=(width, 0.7 + 2.5 * nrows), layout="constrained")
-    fig.get_layout_engine().set(h_pad=0.12, hspace=0.08)   # a title clear of the row above
-    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
-    names = [_short(str(i), 16) for i in frame.index]
-    slanted = sum(map(len, names)) > 30 * ncols / 3
-    # One colour per run, the same in every chart, and a legend naming them.
-    colours = [RUN_COLOURS[i % len(RUN_COLOURS)] for i in range(len(frame))]
-    for ax, metric in zip(axes, metrics):
-        values = pd.to_numeric(frame[metric], errors="coerce")
-        bars = ax.bar(range(len(values)), values.fillna(0), color=colours,
-                      edgecolor="#333333", linewidth=0.6)
-        ax.set_ylabel(metric_unit(metric), fontsize=_FONT)
-        ax.bar_label(bars, labels=["–" if pd.isna(v) else f"{v:,.4g}" for v in values],
-                     fontsize=_FONT - 0.5, padding=2)
-        ax.set_title(str(metric).replace("_", " "), fontsize=10)
-        ax.set_xticks(range(len(names)), names, fontsize=_FONT, rotation=30 if slanted else 0,
-                      ha="right" if slanted else "center", rotation_mode="anchor")
-        if values.dropna().mod(1).eq(0).all():
-            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.tick_params(axis="y", labelsize=_FONT)
-        ax.margins(y=0.18)
-        for side in ("top", "right"):
-            ax.spines[side].set_visible(False)
-    for ax in axes[len(metrics):]:
-        ax.set_visible(False)
-    if len(frame) > 1:
-        fig.legend(handles=[Patch(facecolor=c, edgecolor="#333333", linewidth=0.6, label=n)
-                            for c, n in zip(colours, names)], loc="outside lower center",
-                   ncol=min(len(names), 4), fontsize=_FONT, frameon=False)
-    return fig
-
-
-def metric_unit(metric: str) -> str:
-    """The y-axis label of a `dl.compare` metric: its unit."""
-    name = str(metric)
-    if name.endswith(("duration", "_seconds", "_time")) or name in ("p50", "p95"):
-        return "seconds"
-    if name.endswith("bytes"):
-        return "bytes"
-    if name == "cost" or name.endswith("_cost"):
-        return "cost ($)"
-    if name.endswith("tokens"):
-        return "tokens"
-    if name.endswith(("rate", "_share")):
-        return "share of runs"
-    return "count"
