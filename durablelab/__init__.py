@@ -16,20 +16,19 @@ a replay, not a repeated side effect.
     engine.run(run_id).result          # 'hello ada'
 """
 
-from . import agents, exercises, faults, sim, viz
+from . import agents, exercises, faults, sim, versioning, viz
 from .clock import VirtualClock, WallClock
 from .context import Context, Saga
 from .diagnose import Diagnosis, diagnose
 from .breaker import CircuitBreaker
 from .budget import Budget
 from .engine import Engine, workflow
-from .errors import (ActivityFailed, AgentConfigError, BudgetExceeded,
-                     DeterminismGuardError, DuplicateRunError,
-                     DurableLabError, ModelOutputError, NonDeterminismError, NonRetryable,
-                     PolicyError, RateLimited, ReadOnlyEngineError, RunFinishedError,
+from .errors import (ActivityFailed, AgentConfigError, BudgetExceeded, CompensationFailed,
+                     ConfigError, DeterminismGuardError, DuplicateRunError, DurableLabError,
+                     ModelOutputError, NonDeterminismError, NonRetryable, PolicyError,
+                     RateLimited, ReadOnlyEngineError, ReplayCheckError, RunFinishedError,
                      RunNotFoundError, RunTimedOut, SerializationError, StoreFormatError,
-                     StoreLockedError, SweepError, ConfigError, Transient,
-                     UnknownWorkflowWarning, WorkflowError,
+                     StoreLockedError, SweepError, Transient, UnknownWorkflowWarning, WorkflowError,
                      WorkflowRedefinedWarning)
 from .faults import FaultPlan
 from .retry import RetryPolicy, classify, next_delay
@@ -45,6 +44,7 @@ from .structured import ask_structured, structured
 from .backends.dbos_import import from_dbos
 from .experiments import Experiment, sweep
 from .presets import presets
+from .versioning import ReplayReport, replay_check
 from .temporal import TemporalHistoryError, TemporalRunEnded, decode_payloads, load_temporal
 from .heartbeat import heartbeat, last_heartbeat
 from .errors import HeartbeatError
@@ -70,4 +70,5 @@ __all__ = [
     "agents", "AgentConfigError",
     "sweep", "Experiment", "presets", "SweepError", "ConfigError", "exercises",
     "heartbeat", "last_heartbeat", "HeartbeatError",
+    "versioning", "replay_check", "ReplayReport", "ReplayCheckError", "CompensationFailed",
 ]

@@ -11,6 +11,9 @@
     durablelab export DB -o OUT   write runs to OUT.jsonl or OUT.parquet
     durablelab sweep CONFIG --out DIR
                                   run the sweep a TOML/JSON config describes (resumable)
+    durablelab replay-check --workflow module:function --from FILE
+                                  replay recorded runs against today's code, running no
+                                  activity: exit 1 if any diverges (a CI step before a deploy)
 
 Looking never changes a file: the reading commands (runs, show, timeline, export) open a
 store with `Engine(path, read_only=True)`, so DuckDB itself refuses any write, and they run
@@ -216,6 +219,32 @@ def _export(args) -> int:
     return 0
 
 
+def _replay_check(args) -> int:
+    """Replay the recorded runs of a workflow against today's code, running no activity;
+    exit 1 if any run diverges (a CI step before a deploy)."""
+    import importlib
+    from .versioning import replay_check
+    module, _, attr = args.workflow.partition(":")
+    if not module or not attr:
+        raise _Usage(f"--workflow {args.workflow!r} must be module:function, e.g. "
+                     f"durablelab.examples.onboarding:onboard_vendor")
+    if not Path(args.source).is_file():
+        raise _Usage(f"no such file: {args.source} (give --from a DuckDB store or an export)")
+    sys.path.insert(0, os.getcwd())   # as `python -m` would: the user's own modules import
+    try:
+        fn = importlib.import_module(module)
+        for part in attr.split("."):
+            fn = getattr(fn, part)
+    except (ImportError, AttributeError) as exc:
+        raise _Usage(f"cannot find {args.workflow}: {type(exc).__name__}: {exc} (run from "
+                     f"the folder the module imports from, or set PYTHONPATH)") from None
+    finally:
+        sys.path.remove(os.getcwd())
+    report = replay_check(fn, args.source)
+    print(report)
+    return 0 if report.ok else FAILED
+
+
 def _demo(args) -> int:
     """Run the vendor onboarding example through a 429, a broken model answer and a worker
     crash, and leave its store for the other commands to read."""
@@ -326,6 +355,13 @@ def parser() -> argparse.ArgumentParser:
     export.add_argument("--run", action="append", metavar="RUN",
                         help="export only this run (repeat for more); default: all")
     _add_sweep(command)
+    check = command("replay-check", _replay_check)
+    check.add_argument("--workflow", required=True, metavar="MODULE:FUNCTION",
+                       help="the workflow as it is now, e.g. "
+                            "durablelab.examples.onboarding:onboard_vendor_v2")
+    check.add_argument("--from", dest="source", required=True, metavar="FILE",
+                       help="a DuckDB store written by dl.Engine(path), or an export "
+                            "(.jsonl, .parquet)")
     return top
 
 

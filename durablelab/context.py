@@ -19,6 +19,7 @@ from typing import Any, Callable
 from . import history as h
 from .errors import ActivityFailed, NonDeterminismError, error_from_json
 from .retry import RetryPolicy
+from .saga import ESCALATE_AFTER, Saga
 
 
 DEFAULT_POLICY = RetryPolicy()
@@ -112,6 +113,14 @@ class Context:
             if event.ok:
                 return event.loads()
             raise error_from_json(event.loads())
+        retried = self._state.attempts.get(self._cursor.position + 1)
+        if retried and retried[-1][2] != name:
+            # Attempts of another activity failed here and its retry is due: new code that
+            # asks for something else at this position must not inherit them.
+            self.diverged = self._cursor.diverged(
+                h.Event(self._cursor.position + 1, h.ACTIVITY, retried[-1][2], None, False,
+                        None, 0.0), h.ACTIVITY, name, None, frame, "different_call")
+            raise self.diverged
         overrides = self._state.overrides
         if overrides is not None:   # start(policies=) replaces what the code passes
             policy = overrides.for_activity(name) or policy
@@ -219,7 +228,8 @@ class Context:
         """Whether this run takes the new path of a code change called `change_id`.
 
         False only while replaying history recorded before the change (it lacks the
-        marker); code running past the end of history gets True and records the marker, so
+        marker), or where the old path's activity is mid-retry (its failed attempts hold the
+        position); code running past the end of history gets True and records the marker, so
         the run keeps taking the new path on every later replay. The first answer for a
         `change_id` holds for the rest of the run, so a run is on one path, never both.
         """
@@ -227,7 +237,9 @@ class Context:
         if change_id in self._patches:
             return self._patches[change_id]
         event = self._cursor.peek()
-        if event is None:
+        if event is None and self._state.attempts.get(self._cursor.position + 1):
+            answer = False   # an old-path activity is being retried here: stay on that path
+        elif event is None:
             self._record(h.PATCHED, change_id, None, None, sys._getframe(self._caller))
             answer = True
         else:
@@ -244,11 +256,13 @@ class Context:
         raise ContinueAsNew(h.to_json(input, "continue_as_new input",
                                       h.site(sys._getframe(self._caller))))
 
-    def saga(self) -> "Saga":
+    def saga(self, escalate_after: float = ESCALATE_AFTER) -> "Saga":
         """A block whose completed steps are undone, in reverse, if an activity in it fails
         for good. Register each undo with ``saga.add(name, fn, *args)`` right after the step
-        it undoes; the undos are activities, recorded and retried like any other."""
-        return Saga(self)
+        it undoes; the undos are activities, recorded and retried like any other. A
+        compensation that fails for good waits `escalate_after` seconds for a person (the
+        signal ``"compensate:<name>"``) instead of looping; see `durablelab.saga`."""
+        return Saga(self, escalate_after)
 
     # --- introspection ---------------------------------------------------------------------
     @property
@@ -297,25 +311,3 @@ class Context:
     def _record(self, kind, name, args, value_json, frame):
         return self._engine._record_event(self._state, self._cursor, kind, name, args,
                                           value_json, h.site(frame))
-
-
-class Saga:
-    """Compensations registered step by step, run in reverse when an activity fails."""
-
-    def __init__(self, ctx: Context):
-        self._ctx = ctx
-        self._undo: list[tuple] = []
-
-    def add(self, name: str, fn: Callable, *args, policy: RetryPolicy | None = None,
-            **kwargs) -> None:
-        """Register the activity that undoes the step just completed."""
-        self._undo.append((name, fn, args, kwargs, policy or RetryPolicy(max_attempts=10)))
-
-    def __enter__(self) -> "Saga":
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> bool:
-        if exc_type is not None and issubclass(exc_type, ActivityFailed):
-            for name, fn, args, kwargs, policy in reversed(self._undo):
-                self._ctx.activity(name, fn, *args, policy=policy, **kwargs)
-        return False

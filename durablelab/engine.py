@@ -24,7 +24,7 @@ import types
 import uuid as _uuid
 import warnings
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from . import history as h
@@ -45,6 +45,9 @@ from .store import RUN_COLS, Store, event_row
 
 DURABILITY = ("sync", "batch", "exit")
 FINAL = ("completed", "failed", "continued")
+#: Statuses the store keeps for runs that have not ended. A diverged run is loaded and
+#: replayed like a running one: if the code now matches its history, it carries on.
+UNFINISHED = ("running", "diverged")
 
 #: The worker's registry: the workflows this process may run, by 'module:qualname'. Only a
 #: registered name ever runs (by `start()`, `Engine(workflows=...)` or `@dl.workflow`): a
@@ -150,11 +153,14 @@ class RunState:
     budget: Budget | None = None
     spend: Spend = field(default_factory=Spend)
     overrides: Overrides | None = None   # start(policies=): replaces the code's policies
+    stored_error: str | None = None   # the error JSON the store holds while it says diverged
+    forked_from: str | None = None    # the run `fork` copied this one's first events from
 
     def __post_init__(self):
         options = json.loads(self.options_json) if self.options_json else {}
         self.timeout = options.get("timeout")
         self.budget = Budget(**options["budget"]) if options.get("budget") else None
+        self.forked_from = options.get("forked_from")
         if options.get("policies"):
             self.overrides = _overrides(options["policies"])
 
@@ -378,14 +384,79 @@ class Engine(Activities):
         return Run.from_state(state, self._crash_rows(state))
 
     def runs(self):
-        """A DataFrame of every run in the store, as this engine sees them."""
+        """A DataFrame of every run in the store, as this engine sees them; `forked_from`
+        names the run a `fork` copied its first events from."""
         import pandas as pd
         self._check_open()
         return pd.DataFrame(
-            [(s.run_id, s.workflow, s.status, s.started_at, s.ended_at, s.seed, s.parent_run_id)
-             for s in self._runs.values()],
+            [(s.run_id, s.workflow, s.status, s.started_at, s.ended_at, s.seed, s.parent_run_id,
+              s.forked_from) for s in self._runs.values()],
             columns=["run_id", "workflow", "status", "started_at", "ended_at", "seed",
-                     "parent_run_id"])
+                     "parent_run_id", "forked_from"])
+
+    def fork(self, run_id: str, at: int, workflow: Callable | None = None, faults=None,
+             seed: int | None = None, policies=None) -> str:
+        """A new run that replays run `run_id`'s history up to position `at` and executes
+        from `at` on: "what if, from here, the code, the faults or the policies differed?"
+
+        Positions 1 .. at-1 are copied from the source run (their recorded results, and the
+        signals those events consumed), so those steps are replayed, not run again: a fork
+        from position 40 of an agent's run costs none of its first 39 model calls. From
+        position `at` on the fork runs fresh under its own run id, so its idempotency keys
+        differ from the source's: a step the fork repeats is a new effect. The input, seed,
+        fault plan, time-out, budget and policies are the source's unless given:
+        `workflow` (another version of the code), `faults` (a plan), `seed`, `policies`
+        (as in `start`). Returns the new run id, ``"{run_id}~fork{k}"``; `runs()` shows
+        it `forked_from` the source. Its code runs in `run_until_idle()`.
+        """
+        self._check_open()
+        source = self._state(run_id)
+        if source.history is None:
+            self._load_ended(source)
+        end = len(source.history) + 1
+        if isinstance(at, bool) or not isinstance(at, int) or not 1 <= at <= end:
+            raise ValueError(f"fork({run_id!r}, at={at!r}): at must be a history position "
+                             f"from 1 to {end} (run {run_id!r} has {end - 1} events; at="
+                             f"{end} replays them all and goes on from there)")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise TypeError(f"fork({run_id!r}): seed={seed!r} must be an int")
+        name = source.workflow if workflow is None else workflow_name(workflow)
+        plan = source.faults if faults is None else self._plan(faults)
+        options = json.loads(source.options_json) if source.options_json else {}
+        if policies is not None:
+            options["policies"] = Overrides(policies, f"fork({run_id!r}): policies").to_dict()
+        options["forked_from"], options["fork_at"] = run_id, at
+        k = 1
+        while f"{run_id}~fork{k}" in self._runs:
+            k += 1
+        new_id = f"{run_id}~fork{k}"
+        if workflow is not None and name not in _REGISTRY:
+            _register(workflow, stacklevel=2)
+        copied = [replace(e, matched_args=None) for e in source.history[:at - 1]]
+        consumed = [json.loads(e.value)["seq"] for e in copied if e.kind == h.SIGNAL_RECEIVED]
+        signals = [Signal(**vars(sig)) for sig in source.signals
+                   if consumed and sig.seq <= max(consumed)]
+        state = RunState(new_id, name, source.input_json, source.seed if seed is None else seed,
+                         plan.to_json() if plan else None, json.dumps(options), None,
+                         "running", None, None, self.clock.now(), None,
+                         fn=workflow or self._resolve(name, run_id), faults=plan,
+                         history=copied, signals=signals)
+        if workflow is not None:   # this run's own code, also after a crash; others keep theirs
+            self._run_fns[new_id] = workflow
+        # The run, its copied events and signals land in one commit: a fork is never seen
+        # without the history it replays (it would run those steps again).
+        self.store.write({"runs": [state.row()],
+                          "event_log": [event_row(new_id, e) for e in copied],
+                          "signals": [(new_id, sig.seq, sig.name, sig.signal_id,
+                                       sig.value_json, sig.arrived_at) for sig in signals]})
+        if state.budget is not None:   # the copied steps were spent once, by the source
+            for event in copied:
+                if event.kind == h.ACTIVITY:
+                    state.spend.add(event.loads() if event.ok else None)
+        self._runs[new_id] = state
+        self._schedule(state, self.clock.now(), "wake", "start")
+        self._arm_timeout(state)
+        return new_id
 
     def crash(self) -> None:
         """Kill the simulated worker: in-memory state, in-flight attempts and uncommitted
@@ -500,12 +571,12 @@ class Engine(Activities):
         runs = self.store.fetch(f"SELECT {', '.join(RUN_COLS)} FROM runs "
                                 f"ORDER BY started_at, run_id")
         for row in runs:
-            if row[7] != "running":
+            if row[7] not in UNFINISHED:
                 state = self._state_from_row(row)
                 state.history = None
                 self._runs[state.run_id] = state
-        loaded = self.store.load("status = 'running'")
-        running = [row for row in runs if row[7] == "running"]
+        loaded = self.store.load("status IN ('running', 'diverged')")
+        running = [row for row in runs if row[7] in UNFINISHED]
         if opening:   # a new clock starts no earlier than anything recorded
             latest = [self.store.latest_instant() or self.clock.now()]
             latest += (row[11] if row[11] is not None else row[10] for row in runs)
@@ -515,7 +586,9 @@ class Engine(Activities):
             latest += (row[6] for row in loaded["faults"])
             self.clock.advance_to(max(latest))
         for row in running:
-            self._runs[row[0]] = self._state_from_row(row)
+            state = self._runs[row[0]] = self._state_from_row(row)
+            if state.status == "diverged":
+                state.stored_error = row[9]
         self._fill(loaded)
         unknown: dict[str, list[str]] = {}
         for row in running:
@@ -675,6 +748,8 @@ class Engine(Activities):
                     state.run_id, state.workflow, exc, _location(exc)))
         finally:
             self._note_wakeup(state)
+            if not crashed and state.stored_error is not None and state.status != "diverged":
+                self._undiverge(state)
             if not crashed and self.durability == "batch":
                 self._flush(state)
 
@@ -737,8 +812,22 @@ class Engine(Activities):
             self._flush(state)
 
     def _diverge(self, state: RunState, exc: NonDeterminismError) -> None:
+        """Park the run: nothing is recorded but the fact, which is committed at once in
+        every durability mode, so `durablelab runs` and an engine opened later see it."""
         state.status, state.error = "diverged", exc
         state.gen += 1
+        error_json = json.dumps(exc.to_json())
+        if error_json != state.stored_error:
+            self.store.write({}, ends=[("diverged", None, error_json, None, state.run_id)])
+            state.stored_error = error_json
+
+    def _undiverge(self, state: RunState) -> None:
+        """A diverged run replayed cleanly (the code was fixed): the store says running
+        again, unless its end, just written, already says how it finished."""
+        if state.status not in FINAL:
+            state.error = None
+            self.store.write({}, ends=[("running", None, None, None, state.run_id)])
+        state.stored_error = None
 
     def _continue(self, state: RunState, input_json: str) -> None:
         base, _, n = state.run_id.rpartition("~")

@@ -91,6 +91,14 @@ class ActivityFailed(DurableLabError):
               "cause_message")
 
 
+class CompensationFailed(ActivityFailed):
+    """A saga's compensation failed for good and nobody answered its escalation signal
+    (``"compensate:<activity>"``) before the deadline. `activity` is the compensation,
+    `not_run` the compensations left undone, `failure` the error that started compensating."""
+
+    fields = ActivityFailed.fields + ("waited", "not_run", "failure")
+
+
 class NonDeterminismError(DurableLabError):
     """Replay found the workflow code asking for something other than what history recorded.
 
@@ -334,6 +342,25 @@ class ConfigError(DurableLabError, ValueError):
     fields = ("path", "key", "allowed")
 
 
+class ReplayCheckError(DurableLabError, ValueError):
+    """`replay_check` could not check: no such file, a file it cannot read, or no run of
+    the workflow in the source (which must fail a CI job, not pass it)."""
+
+    fields = ("workflow", "source")
+
+    @classmethod
+    def nothing_to_check(cls, workflow: str, source: str, found: list) -> "ReplayCheckError":
+        held = (f"it holds runs of {', '.join(repr(n) for n in found[:5])}"
+                + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+                if found else "it holds no runs at all")
+        return cls(
+            f"replay_check: no run in {source} was recorded under workflow {workflow!r} "
+            f"({held}), so nothing was checked. A renamed or moved workflow must not pass "
+            f"vacuously: give the workflow as the runs recorded it (module:function), or "
+            f"mark the new function with @durablelab.versioning.version_of(old_function).",
+            workflow=workflow, source=source)
+
+
 def history_gap(path, run_id: str, position: int, expected: int) -> StoreFormatError:
     """A stored history whose positions do not run 1, 2, 3, ...: the table has no primary
     key (it would cost a sixth of a sync step), so a duplicate is caught here, on load."""
@@ -470,6 +497,23 @@ def activity_failed(run_id, activity, position, attempts, error: ActivityError,
                           attempts=attempts, error_class=error.error_class,
                           cause_class=error.cause_class or error.error_class,
                           cause_message=error.message)
+
+
+def compensation_failed(failed: ActivityFailed, waited: float, not_run: list,
+                        failure: BaseException) -> CompensationFailed:
+    left = ", ".join(not_run) if not_run else "none"
+    message = (f"Compensation {failed.activity!r} (run {failed.run_id!r}, position "
+               f"{failed.position}) failed for good ({failed.error_class}: "
+               f"{failed.cause_message}) and nobody answered the signal "
+               f"'compensate:{failed.activity}' within {waited:g}s, so the saga stopped. Still "
+               f"to undo: {left}. Undo them by hand, or signal "
+               f"{{\"retry\": True}} sooner next time (ctx.saga(escalate_after=...) sets the "
+               f"wait). The failure that started compensating: {failure}")
+    return CompensationFailed(message, run_id=failed.run_id, activity=failed.activity,
+                              position=failed.position, attempts=failed.attempts,
+                              error_class=failed.error_class, cause_class=failed.cause_class,
+                              cause_message=failed.cause_message, waited=waited,
+                              not_run=list(not_run), failure=str(failure))
 
 
 def workflow_error(run_id, workflow, exc: BaseException, location: str | None) -> WorkflowError:

@@ -49,7 +49,9 @@ CREATE TABLE IF NOT EXISTS meta (
     value  VARCHAR
 );
 -- One row per run. `status` stays 'running' until the run ends; whether an unfinished run
--- is running or waiting is derived from its history, never stored twice.
+-- is running or waiting is derived from its history, never stored twice. A run whose replay
+-- stopped matching its code is 'diverged' (with its NonDeterminismError in `error`) until
+-- an engine with matching code replays it, and it is 'running' again.
 CREATE TABLE IF NOT EXISTS runs (
     run_id        VARCHAR PRIMARY KEY,
     workflow      VARCHAR NOT NULL,   -- 'module:qualname' of the workflow function
@@ -58,7 +60,7 @@ CREATE TABLE IF NOT EXISTS runs (
     faults        VARCHAR,            -- the FaultPlan as JSON, or NULL
     options       VARCHAR,            -- JSON: time-out, budget, policy overrides, or NULL
     parent_run_id VARCHAR,            -- the run that continued as this one
-    status        VARCHAR NOT NULL,   -- running | completed | failed | continued
+    status        VARCHAR NOT NULL,   -- running | diverged | completed | failed | continued
     result        VARCHAR,            -- JSON
     error         VARCHAR,            -- JSON of the durablelab error
     started_at    DOUBLE  NOT NULL,
@@ -387,6 +389,9 @@ class Store:
         runs = tables.get("runs", [])
         started = {row[0]: i for i, row in enumerate(runs)}
         late = []
+        # A run's status can change more than once in the queue (diverged, then running
+        # again, then ended): the last change is the one that holds.
+        ends = list({end[4]: end for end in ends}.values())
         for status, result, error, ended_at, run_id in ends:
             i = started.get(run_id)
             if i is None:

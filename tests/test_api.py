@@ -27,7 +27,8 @@ def test_public_names_are_pinned():
         "ReadOnlyEngineError",
         "agents", "AgentConfigError",
         "sweep", "Experiment", "presets", "SweepError", "ConfigError", "exercises",
-        "heartbeat", "last_heartbeat", "HeartbeatError"])
+        "heartbeat", "last_heartbeat", "HeartbeatError",
+        "versioning", "replay_check", "ReplayReport", "ReplayCheckError", "CompensationFailed"])
 
 
 def test_every_public_callable_has_a_docstring():

@@ -128,3 +128,71 @@ def onboard_vendor(ctx: dl.Context, request: dict) -> dict:
         ctx.activity("send_welcome", send_welcome, vendor["id"], fields["legal_name"],
                      policy=IO)
     return {"status": "active", "vendor_id": vendor["id"], "payee_id": payee["id"]}
+
+
+# --- version 2: the change lesson 10 deploys while runs wait -------------------------------
+# Sanctions lists change daily, and an approval can take three days: version 2 screens the
+# company again right after the approval, before anything is created. Runs that recorded
+# their approval under version 1 must not take the new step on replay (history has
+# create_vendor where the new code asks for the recheck), so the step goes behind
+# ctx.patched. `version_of` gives each version version 1's name: they are the same workflow.
+
+def sanctions_recheck(legal_name: str, country: str) -> dict:
+    return {"match": country in SANCTIONED_COUNTRIES, "list": "today"}
+
+
+def _after_approval(ctx: dl.Context, vendor_id: str, fields: dict) -> dict:
+    with ctx.saga() as undo:
+        vendor = ctx.activity("create_vendor", create_vendor, fields["legal_name"],
+                              fields["country"], policy=IO)
+        undo.add("deactivate_vendor", deactivate_vendor, vendor["id"])
+        payee = ctx.activity("register_payee", register_payee, vendor["id"], fields["iban"],
+                             policy=IO)
+        undo.add("remove_payee", remove_payee, payee["id"])
+        ctx.activity("send_welcome", send_welcome, vendor["id"], fields["legal_name"],
+                     policy=IO)
+    return {"status": "active", "vendor_id": vendor["id"], "payee_id": payee["id"]}
+
+
+def _version_2(ctx: dl.Context, request: dict, change: str) -> dict:
+    vendor_id = request["vendor_id"]
+    document = ctx.activity("fetch_documents", fetch_documents, vendor_id, policy=IO)
+    fields = ctx.activity("extract_fields", extract_fields, document, policy=MODEL)
+    screen = ctx.activity("sanctions_screen", sanctions_screen, fields["legal_name"],
+                          fields["country"], policy=IO)
+    if screen["match"]:
+        return {"status": "rejected", "reason": "sanctions screening matched"}
+
+    ctx.activity("ask_approver", ask_approver, vendor_id, fields["legal_name"], policy=IO)
+    decision = ctx.wait_signal("approval", deadline=ctx.now() + 3 * DAY)
+    if decision is None or not decision.get("approved"):
+        return {"status": "declined", "timed_out": decision is None}
+
+    if change == "deprecated":      # version 3: the old path is gone, the marker stays
+        ctx.patched("sanctions-recheck")
+    if change != "patched" or ctx.patched("sanctions-recheck"):
+        recheck = ctx.activity("sanctions_recheck", sanctions_recheck, fields["legal_name"],
+                               fields["country"], policy=IO)
+        if recheck["match"]:
+            return {"status": "rejected", "reason": "sanctions recheck matched"}
+    return _after_approval(ctx, vendor_id, fields)
+
+
+@dl.versioning.version_of(onboard_vendor)
+def onboard_vendor_v2(ctx: dl.Context, request: dict) -> dict:
+    """Version 2, deployed safely: the recheck only for runs that reach it under v2."""
+    return _version_2(ctx, request, "patched")
+
+
+@dl.versioning.version_of(onboard_vendor)
+def onboard_vendor_v2_unpatched(ctx: dl.Context, request: dict) -> dict:
+    """Version 2 as a hurried deploy writes it: the recheck for every run, old ones too."""
+    return _version_2(ctx, request, "unguarded")
+
+
+@dl.versioning.version_of(onboard_vendor)
+def onboard_vendor_v3(ctx: dl.Context, request: dict) -> dict:
+    """Version 3, the deprecation step: the old path deleted, once no run in flight carries
+    it (replay_check on the unfinished runs says so). It still calls ctx.patched, so runs
+    that recorded the marker under version 2 replay; it ignores the answer."""
+    return _version_2(ctx, request, "deprecated")

@@ -1,0 +1,429 @@
+"""Versioning: will today's code still replay the runs recorded by yesterday's?
+
+A run in flight is a history plus the code that wrote it. Deploy new code and every run
+that wakes up replays its history against the new code: if the new code asks for the same
+things in the same order, the run carries on; if not, it stops `diverged` with a
+`NonDeterminismError` (the run is parked, nothing is lost, and an engine with fixed code
+replays it again). Two tools keep that from surprising you in production:
+
+- `ctx.patched("change-id")` puts a change behind a marker: runs that recorded history
+  before the change replay the old path, new runs take the new one and record the marker.
+  Once no run in flight carries the old path, delete it (the deprecation step).
+- `replay_check(workflow, source)` replays recorded histories against today's code before
+  you deploy it, the way a CI job would, and runs no activity: every recorded value comes
+  from history, and a request past the end of history is noted, never executed.
+
+    report = dl.replay_check(onboard_vendor, "runs.duckdb")   # or an export, or runs
+    assert report.ok, str(report)
+
+From the shell: ``durablelab replay-check --workflow module:function --from FILE`` exits 1
+if any run diverges (and 2 on a usage error).
+
+What counts as diverged: any `NonDeterminismError` on the way (a different call, other
+arguments, history left over when the code returns), and for a run that ended by returning
+(completed) or by `continue_as_new` (continued): code that now asks for more steps, or that
+ends another way. An unfinished run may ask for more: that is where it was going next.
+
+`version_of(original)` marks a function as a new version of a workflow: it takes the
+original's name ('module:qualname'), so histories recorded by the old code replay against
+it in `replay_check`, and `engine.fork(..., workflow=new)` runs it. Two versions can then
+live side by side in one module, as they do in `durablelab.examples.onboarding` and in the
+lessons; `deployed(new)` makes one of them the module's current definition for a block,
+which is what a deploy does to every engine that resolves the name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+
+from . import history as h
+from .clock import VirtualClock
+from .context import Context, ContinueAsNew, Suspend
+from .errors import (ActivityFailed, NonDeterminismError, ReplayCheckError,
+                     history_gap)
+
+FRAME_COLUMNS = ["run_id", "status", "position", "recorded", "requested", "cause"]
+#: Recorded statuses that say how the code ended; replay must end the same way.
+_ENDED_BY_CODE = ("completed", "continued")
+
+
+def version_of(original: Callable) -> Callable[[Callable], Callable]:
+    """Decorator: the function is a new version of the workflow `original`.
+
+    It takes `original`'s module, name and qualname, so `dl.Engine` and `replay_check` treat
+    it as that workflow: runs recorded by the old code replay against the new. Use it to keep
+    two versions side by side (a deploy in a lesson, a test of a change); in production the
+    new version simply replaces the old definition in its module.
+    """
+    if not callable(original):
+        raise TypeError(f"version_of({original!r}): give the workflow function this "
+                        f"version replaces")
+
+    def mark(fn: Callable) -> Callable:
+        fn.__module__, fn.__qualname__ = original.__module__, original.__qualname__
+        fn.__name__ = original.__name__
+        return fn
+    return mark
+
+
+@contextlib.contextmanager
+def deployed(new: Callable):
+    """Within the block, `new` is the current definition of the workflow it is a version of
+    (see `version_of`): its module's attribute names it, so an engine resolving that workflow
+    runs `new`, exactly as after a deploy that edited the module. Restored on exit.
+
+        with dl.versioning.deployed(onboarding.onboard_vendor_v2):
+            engine = dl.Engine(path, workflows=[onboarding.onboard_vendor_v2])
+            engine.run_until_idle()
+            engine.close()
+    """
+    module = sys.modules.get(new.__module__)
+    if module is None or "<locals>" in new.__qualname__ or "." in new.__qualname__:
+        raise TypeError(f"deployed({new!r}): give a module-level workflow function (marked "
+                        f"@version_of(original) when it is a new version of one)")
+    before = getattr(module, new.__name__, None)
+    setattr(module, new.__name__, new)
+    try:
+        yield new
+    finally:
+        setattr(module, new.__name__, before)
+
+
+class _NewWork(BaseException):
+    """The code asked for something history does not hold yet: replay ends there."""
+
+    def __init__(self, kind: str, name: str):
+        super().__init__(kind)
+        self.kind, self.name = kind, name
+
+
+class _ReplayOnly:
+    """The part of an engine a `Context` calls, for replay only: anything new ends the
+    replay (no activity runs, nothing is recorded, no signal arrives)."""
+
+    world = None
+    _worlds: dict = {}
+
+    def __init__(self):
+        self.clock = VirtualClock()
+
+    def _execute_activity(self, state, cursor, request):
+        raise _NewWork(h.ACTIVITY, request["name"])
+
+    def _record_event(self, state, cursor, kind, name, args, value_json, call_site):
+        raise _NewWork(kind, name)
+
+    def _signal_for(self, state, name, k):
+        return None
+
+
+def describe(side: dict | None, args: Any = None, digest: bool = False) -> str:
+    """A recorded or requested request in the words the code uses: ctx.activity('fetch'),
+    followed by its arguments (or, for files that kept none, their digest) when asked."""
+    if side is None:
+        return ""
+    kind, name = side.get("kind"), side.get("name")
+    if kind in (h.NOW, h.RANDOM, h.UUID):
+        text = f"ctx.{kind}()"
+    elif kind in (h.SLEEP, h.TIMER_FIRED):
+        text = "ctx.sleep" if kind == h.SLEEP else "the end of ctx.sleep"
+    elif kind in (h.SIGNAL_RECEIVED, h.SIGNAL_TIMEOUT):
+        text = f"the end of ctx.wait_signal({name!r})"
+    elif kind is None:
+        text = str(name)
+    else:
+        text = f"ctx.{kind}({name!r})"
+    if not digest:
+        return text
+    if args is not None:
+        text += f" {json.dumps(args, sort_keys=True)[:80]}"
+    elif side.get("digest"):
+        text += f" digest {side['digest']}"
+    return text
+
+
+class ReplayReport:
+    """What `replay_check` found: `ok`, a `frame` with a row per run, and `errors` (the
+    `NonDeterminismError` of each diverged run, by run id). ``str(report)`` lists the
+    divergences grouped by cause, the way a CI log should show them."""
+
+    def __init__(self, workflow: str, source: str, rows: list[tuple], errors: dict,
+                 events: int):
+        self.workflow, self.source = workflow, source
+        self.frame = pd.DataFrame(rows, columns=FRAME_COLUMNS, dtype=object).astype(
+            {"position": "Int64"})
+        self.errors = errors
+        #: events replayed in all, for the reader who wants a per-event cost.
+        self.events = events
+
+    @property
+    def ok(self) -> bool:
+        """True when every run replays against today's code."""
+        return bool((self.frame["status"] == "ok").all())
+
+    @property
+    def diverged(self) -> pd.DataFrame:
+        """The rows of the runs that no longer replay."""
+        return self.frame[self.frame["status"] == "diverged"].reset_index(drop=True)
+
+    def __str__(self) -> str:
+        n, bad = len(self.frame), self.diverged
+        head = (f"replay-check {self.workflow} against {self.source}: {n} run(s), "
+                f"{n - len(bad)} replay, {len(bad)} diverged")
+        if bad.empty:
+            return head
+        lines = [head]
+        # One group per cause, position and call: runs that differ only in their arguments
+        # (a change of argument in 1,000 runs) are one group, shown by its first run.
+        calls = bad.assign(rec=bad["recorded"].fillna("").str.split(" ").str[0],
+                           req=bad["requested"].fillna("").str.split(" ").str[0])
+        groups = calls.groupby(["cause", "position", "rec", "req"], sort=False, dropna=False)
+        for (cause, position, _, _), group in sorted(
+                groups, key=lambda item: (-len(item[1]), str(item[0]))):
+            ids = list(group["run_id"])
+            recorded, requested = group["recorded"].iloc[0], group["requested"].iloc[0]
+            shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+            lines += ["", f"{cause} at position {position}: {len(ids)} run(s) ({shown})",
+                      f"  recorded:  {recorded or '(nothing)'}",
+                      f"  requested: {requested or '(the code returned)'}"]
+            hint = getattr(self.errors.get(ids[0]), "hint", None)
+            if hint:
+                lines.append(f"  fix: {hint}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return (f"ReplayReport({self.workflow}, {len(self.frame)} runs, "
+                f"{len(self.diverged)} diverged)")
+
+
+def replay_check(workflow: Callable, source) -> ReplayReport:
+    """Replay the recorded runs of `workflow` in `source` against today's code.
+
+    Use it before a deploy (in CI): it answers "would the runs in flight survive this
+    code?" without running a single activity.
+
+    Args:
+        workflow: the workflow function as it is now. Only runs recorded under its name
+            ('module:qualname', see `version_of`) are replayed.
+        source: a DuckDB file written by `dl.Engine(path)` (opened read-only), an export
+            (.jsonl or .parquet, see `dl.export`), a `Run`, or a list of runs.
+
+    Returns a `ReplayReport`. Raises `ReplayCheckError` (also a ValueError) when `source`
+    holds no run of that workflow: a renamed module must fail the check, not pass it.
+    """
+    from .engine import workflow_name
+    name = workflow_name(workflow)
+    label, runs = _runs_of(name, source)
+    if not runs:
+        raise ReplayCheckError.nothing_to_check(name, label, _names_in(source, label))
+    engine = _ReplayOnly()
+    rows, errors, events = [], {}, 0
+    for run_id, status, input_json, seed, history, retried in runs:
+        row, error = _replay(engine, workflow, name, run_id, status, input_json, seed, history,
+                             retried)
+        rows.append(row)
+        events += len(history)
+        if error is not None:
+            errors[run_id] = error
+    return ReplayReport(name, label, rows, errors, events)
+
+
+def _replay(engine, fn, name, run_id, status, input_json, seed, history, retried):
+    """Replay one run; returns (its frame row, its NonDeterminismError or None).
+    `retried`: {position: [(run_id, position, activity)]} of the failed attempts past the
+    end of history (a run parked mid-retry), so new code asking for another activity there
+    diverges as it would in an engine."""
+    from .engine import RunState
+    state = RunState(run_id, name, input_json, seed, None, None, None, status, None, None,
+                     0.0, None, fn=fn, history=history, attempts=retried)
+    cursor = h.Cursor(history, run_id, name)
+    ctx = Context(engine, state, cursor)
+    ending = None
+    try:
+        fn(ctx, json.loads(input_json))
+        if ctx.diverged is not None:
+            raise ctx.diverged
+        leftover = cursor.expect_end()
+        if leftover is not None:
+            raise leftover
+        ending = "completed"
+    except (_NewWork, Suspend) as new:
+        if ctx.diverged is not None:
+            return _diverged(run_id, ctx.diverged)
+        if status in _ENDED_BY_CODE:
+            kind = new.kind if isinstance(new, _NewWork) else new.reason
+            what = new.name if isinstance(new, _NewWork) else new.name or new.reason
+            requested = {"kind": kind, "name": what}
+            error = NonDeterminismError(
+                f"Non-determinism in run {run_id!r} (workflow {name}): the run {status}, "
+                f"and the code now asks for more at history position {cursor.position + 1}: "
+                f"{describe(requested)}.", run_id=run_id, workflow=name,
+                position=cursor.position + 1, recorded=None, requested=requested,
+                reason="more_steps",
+                hint="Put the new step behind `if ctx.patched(\"my-change\"):` so runs "
+                     "recorded before it do not take it.")
+            return _diverged(run_id, error)
+        return (run_id, "ok", None, None, None, None), None
+    except ContinueAsNew:
+        ending = "continued"
+    except NonDeterminismError as exc:
+        return _diverged(run_id, exc)
+    except ActivityFailed:
+        ending = "failed"
+    except Exception as exc:    # workflow code raised (or swallowed a divergence first)
+        if ctx.diverged is not None:
+            return _diverged(run_id, ctx.diverged)
+        ending = f"failed ({type(exc).__name__}: {exc})"
+    if status in _ENDED_BY_CODE and ending != status:
+        error = NonDeterminismError(
+            f"Non-determinism in run {run_id!r} (workflow {name}): the run {status}, and "
+            f"replaying its whole history the code now ends another way: {ending}.",
+            run_id=run_id, workflow=name, position=len(history), recorded=None,
+            requested=None, reason="different_ending",
+            hint="The code after the last recorded step changed how the run ends; keep the "
+                 "old ending for recorded runs behind ctx.patched.")
+        return _diverged(run_id, error, status, ending)
+    return (run_id, "ok", None, None, None, None), None
+
+
+def _diverged(run_id, error: NonDeterminismError, recorded=None, requested=None):
+    args = error.reason == "different_arguments"   # then the arguments are the news
+    recorded = recorded or describe(error.recorded, getattr(error, "recorded_args", None), args)
+    requested = requested or describe(error.requested, getattr(error, "requested_args", None),
+                                      args)
+    return (run_id, "diverged", error.position, recorded, requested, error.reason), error
+
+
+# --- sources --------------------------------------------------------------------------------
+def _is_export(path: Path) -> bool:
+    with open(path, "rb") as f:
+        head = f.read(4)
+    return head == b"PAR1" or path.suffix.lower() in (".jsonl", ".parquet")
+
+
+def _runs_of(name: str, source) -> tuple[str, list[tuple]]:
+    """(a label for the source, [(run_id, status, input_json, seed, [Event], retried)]) of
+    the runs recorded under workflow `name` (`retried`: see `_replay`)."""
+    if isinstance(source, (str, Path)):
+        path = Path(source)
+        if not path.is_file():
+            raise ReplayCheckError(
+                f"replay_check: no such file {str(path)!r}. Give a DuckDB file written by "
+                f"dl.Engine(path), or an export (.jsonl, .parquet) written by dl.export.",
+                workflow=name, source=str(path))
+        if not _is_export(path):
+            return str(path), _runs_in_store(name, path)
+        from .export import load
+        runs = load(path)
+        label = str(path)
+    else:
+        from .export import as_runs
+        runs = as_runs(source)
+        label = f"{len(runs)} run(s)"
+    return label, [(run.run_id, run.status, h.compact(run.input), int(run.seed),
+                    _events_of(run), _retried_of(run)) for run in runs if run.workflow == name]
+
+
+def _events_of(run) -> list[h.Event]:
+    """A `Run.history` frame back as the Events replay walks (values as JSON text)."""
+    frame = run.history
+    out = []
+    for position, kind, name, ok, value, digest in zip(
+            frame["position"], frame["kind"], frame["name"], frame["ok"], frame["value"],
+            frame["digest"]):
+        out.append(h.Event(int(position), kind, name, None if pd.isna(digest) else digest,
+                           bool(ok), None if value is None else h.compact(value), 0.0))
+    return out
+
+
+def _retried_of(run) -> dict:
+    """The failed attempts past the end of a `Run`'s history whose retry was scheduled."""
+    frame, out = run.attempts, {}
+    if frame.empty or "delay" not in frame:
+        return out
+    late = frame[(frame["position"] > len(run.history)) & frame["delay"].notna()]
+    for position, activity in zip(late["position"], late["activity"]):
+        out.setdefault(int(position), []).append((run.run_id, int(position), activity))
+    return out
+
+
+def _connect(path: Path):
+    import duckdb
+    try:
+        return duckdb.connect(str(path), read_only=True)
+    except duckdb.Error as exc:
+        raise ReplayCheckError(
+            f"replay_check: cannot open {str(path)!r} read-only: {str(exc).splitlines()[0]} "
+            f"If an Engine in this process or another holds it, close it first "
+            f"(engine.close()), or export the runs (durablelab export) and check the export.",
+            workflow=None, source=str(path)) from None
+
+
+def _runs_in_store(name: str, path: Path) -> list[tuple]:
+    """The runs of workflow `name` in a DuckDB store, in two queries: the runs' rows and
+    every event of those runs, decoded as an engine decodes them when it loads."""
+    from .store import SCHEMA_VERSION
+    import duckdb
+    con = _connect(path)
+    try:
+        try:
+            version = con.execute(
+                "SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
+        except duckdb.CatalogException:
+            version = []
+        if not version or version[0][0] != str(SCHEMA_VERSION):
+            found = version[0][0] if version else "none (not a durablelab store)"
+            raise ReplayCheckError(
+                f"replay_check: {str(path)!r} holds durablelab schema version {found}; this "
+                f"durablelab reads version {SCHEMA_VERSION}. Open it once with dl.Engine(path) "
+                f"to upgrade it, or check an export instead.", workflow=name,
+                source=str(path))
+        runs = con.execute("SELECT run_id, status, input, seed FROM runs WHERE workflow = ? "
+                           "ORDER BY started_at, run_id", [name]).fetchall()
+        rows = con.execute("SELECT e.run_id, e.position, e.body FROM event_log e "
+                           "JOIN runs r USING (run_id) WHERE r.workflow = ? "
+                           "ORDER BY e.run_id, e.position", [name]).fetchall()
+        attempts = con.execute(
+            "SELECT a.run_id, a.position, a.activity FROM attempts a JOIN runs r USING "
+            "(run_id) WHERE r.workflow = ? AND r.status IN ('running', 'diverged') AND NOT "
+            "EXISTS (SELECT 1 FROM event_log e WHERE e.run_id = a.run_id AND e.position = "
+            "a.position) ORDER BY a.run_id, a.position, a.attempt", [name]).fetchall()
+    finally:
+        con.close()
+    histories: dict[str, list] = {run[0]: [] for run in runs}
+    # One json.loads over every body at once: a call per row would cost more than the
+    # decoding itself.
+    bodies = json.loads("[" + ",".join([row[2] for row in rows]) + "]")
+    Event = h.Event
+    for (run_id, position, _), body in zip(rows, bodies):
+        history = histories[run_id]
+        if position != len(history) + 1:
+            raise history_gap(str(path), run_id, position, len(history) + 1)
+        history.append(Event(position, *body))
+    retried: dict[str, dict] = {}
+    for row in attempts:
+        retried.setdefault(row[0], {}).setdefault(row[1], []).append(row)
+    return [(run_id, status, input_json, seed, histories[run_id], retried.get(run_id, {}))
+            for run_id, status, input_json, seed in runs]
+
+
+def _names_in(source, label: str) -> list[str]:
+    """The workflow names a source does hold, for the error that it holds none of ours."""
+    if isinstance(source, (str, Path)) and not _is_export(Path(source)):
+        con = _connect(Path(source))
+        try:
+            return [r[0] for r in con.execute(
+                "SELECT DISTINCT workflow FROM runs ORDER BY workflow").fetchall()]
+        finally:
+            con.close()
+    from .export import as_runs
+    return sorted({run.workflow for run in as_runs(source)})
+
+
+__all__ = ["replay_check", "ReplayReport", "version_of", "deployed", "describe"]
