@@ -207,10 +207,11 @@ class Activities:
         except Exception as exc:
             if req["policy"].is_non_retryable(exc) and not isinstance(exc, NonRetryable):
                 cause = type(exc).__name__
-                return None, NonRetryable(f"{cause}: {exc}", cause_class=cause)
+                return None, NonRetryable(h.storable_text(f"{cause}: {exc}"), cause_class=cause)
             error = classify(exc)
             if error.cause_class is None:
                 error.cause_class = error.error_class
+            error.message = h.storable_text(error.message)
             return None, error
         try:
             return h.compact(result), None

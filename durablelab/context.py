@@ -10,14 +10,14 @@ the code (the time, a random number, a uuid, the world's answer) must come throu
 from __future__ import annotations
 
 import json
-import math
 import random as _random
 import sys
 import uuid as _uuid
 from typing import Any, Callable
 
 from . import history as h
-from .errors import ActivityFailed, NonDeterminismError, error_from_json
+from .errors import (ActivityFailed, NonDeterminismError, bad_value, check_seconds, check_text,
+                     error_from_json)
 from .retry import RetryPolicy
 from .saga import ESCALATE_AFTER, Saga
 
@@ -44,13 +44,9 @@ class ContinueAsNew(BaseException):
         self.input_json = input_json
 
 
-def _number(value, what: str, where) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{what}={value!r} at {h.site(where)} must be a finite number of seconds")
-    if value < 0:
-        raise ValueError(f"{what}={value!r} at {h.site(where)} is negative; durations are "
-                         f"seconds >= 0 (to wait until an instant, pass deadline=)")
-    return float(value)
+def _number(value, call: str, what: str, where) -> float:
+    """Seconds given to a ctx call, checked where the workflow wrote them (see errors.py)."""
+    return check_seconds(value, f"{call} at {h.site(where)}", what)
 
 
 class Context:
@@ -106,7 +102,9 @@ class Context:
                                 ("schedule_to_close", schedule_to_close),
                                 ("heartbeat", heartbeat)):
                 if value is not None:
-                    _number(value, what, frame)
+                    _number(value, f"ctx.activity({name!r})", what, frame)
+        if type(name) is not str or not name or not name.isascii():
+            check_text(name, f"ctx.activity at {h.site(frame)}", "name")
         self._check()
         event = self._expect(h.ACTIVITY, name, frame, args, kwargs)
         if event is not None:
@@ -162,7 +160,7 @@ class Context:
         """Wait `seconds` on a durable timer. The wait lives in history, not in a process:
         a crash during it resumes the wait at the same deadline instead of restarting it."""
         frame = sys._getframe(self._caller)
-        seconds = _number(seconds, "ctx.sleep(seconds)", frame)
+        seconds = _number(seconds, "ctx.sleep(seconds)", "seconds", frame)
         self._check()
         start = self._expect(h.SLEEP, "sleep", frame, (seconds,), {})
         if start is None:
@@ -189,13 +187,16 @@ class Context:
         name, in arrival order.
         """
         frame = sys._getframe(self._caller)
+        call = f"ctx.wait_signal({name!r}) at {h.site(frame)}"
+        if type(name) is not str or not name or not name.isascii():
+            check_text(name, call, "name")
         if deadline is not None and timeout is not None:
-            raise ValueError(f"ctx.wait_signal({name!r}) at {h.site(frame)}: give deadline= or "
-                             f"timeout=, not both")
+            raise bad_value(call, "deadline", "give deadline= (an instant) or timeout= (seconds "
+                                              "from now), not both")
         if timeout is not None:
-            timeout = _number(timeout, "timeout", frame)
+            timeout = _number(timeout, f"ctx.wait_signal({name!r})", "timeout", frame)
         if deadline is not None:
-            deadline = _number(deadline, "deadline", frame)
+            deadline = _number(deadline, f"ctx.wait_signal({name!r})", "deadline", frame)
         self._check()
         asked = (deadline, timeout)
         start = self._expect(h.WAIT_SIGNAL, name, frame, asked, {})

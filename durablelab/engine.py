@@ -34,7 +34,8 @@ from .clock import VirtualClock
 from .context import Context, ContinueAsNew, Suspend
 from .errors import (ActivityFailed, DeterminismGuardError, DuplicateRunError,
                      DurableLabError, NonDeterminismError, RunFinishedError,
-                     RunNotFoundError, RunTimedOut, bad_type, bad_value,
+                     RunNotFoundError, RunTimedOut, bad_type, bad_value, check_seconds,
+                     check_seed, check_text, damaged_run,
                      engine_closed, error_from_json, history_gap, not_a_workflow,
                      read_only_beside_writer, read_only_engine, read_only_needs_path,
                      unknown_workflows, workflow_error, workflow_redefined)
@@ -149,6 +150,7 @@ class RunState:
     inflight: dict | None = None
     pending: dict = field(default_factory=dict)           # uncommitted rows, by table
     pending_end: tuple | None = None
+    damage: DurableLabError | None = None   # a DamagedRunError: the run is set aside
     timeout: float | None = None  # the run's time-out, seconds from started_at
     budget: Budget | None = None
     spend: Spend = field(default_factory=Spend)
@@ -311,22 +313,21 @@ class Engine(Activities):
         """
         self._check_writable("start")
         name = workflow_name(workflow)
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise TypeError(f"start({name}): seed={seed!r} must be an int")
+        call = f"start({name})"
+        check_seed(seed, call)
         plan = self._plan(faults)
         input_json = h.to_json(input, "the workflow input", f"Engine.start({name})")
         if run_id is None:
             run_id = f"run-{_uuid.uuid4().hex[:12]}"
-        elif not isinstance(run_id, str) or not run_id:
-            raise ValueError(f"start({name}): run_id={run_id!r} must be a non-empty string")
+        else:
+            check_text(run_id, call, "run_id")
         options = {}
         if timeout is not None:
-            if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-                raise ValueError(f"start({name}): timeout={timeout!r} must be seconds > 0")
-            options["timeout"] = float(timeout)
+            options["timeout"] = check_seconds(timeout, call, "timeout", positive=True)
         if budget is not None:
             if not isinstance(budget, Budget):
-                raise TypeError(f"start({name}): budget={budget!r} must be a dl.Budget")
+                raise bad_type(call, "budget", f"budget={budget!r} must be a dl.Budget, for "
+                                               f"example dl.Budget(model_calls=20)")
             options["budget"] = budget.to_dict()
         if policies is not None:
             options["policies"] = Overrides(policies, f"start({name}): policies").to_dict()
@@ -340,7 +341,12 @@ class Engine(Activities):
         next `ctx.wait_signal(name)`. A repeated `signal_id` (a double-clicked approval) is
         recorded once: returns False for the repeat, True otherwise."""
         self._check_writable("signal")
+        call = f"signal({run_id!r}, {name!r})"
+        check_text(name, call, "name")
+        check_text(signal_id, call, "signal_id", none_ok=True)
         state = self._state(run_id)
+        if state.damage is not None:
+            raise state.damage
         if state.status in FINAL:
             raise RunFinishedError(
                 f"Cannot signal run {run_id!r}: it is {state.status} (it ended at "
@@ -368,8 +374,7 @@ class Engine(Activities):
     def advance(self, seconds: float) -> None:
         """Run what falls due in the next `seconds` of the engine's clock, then stop there."""
         self._check_writable("advance")
-        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0:
-            raise ValueError(f"advance(seconds={seconds!r}): seconds must be a number >= 0")
+        seconds = check_seconds(seconds, "advance", "seconds")
         bound = self.clock.now() + seconds
         self._loop(bound)
         self.clock.advance_to(bound)
@@ -381,6 +386,8 @@ class Engine(Activities):
         state = self._state(run_id)
         if state.history is None:
             self._load_ended(state)
+        if state.damage is not None:
+            raise state.damage
         return Run.from_state(state, self._crash_rows(state))
 
     def runs(self):
@@ -518,7 +525,7 @@ class Engine(Activities):
         switched = []
         for state in self._runs.values():
             if (state.workflow != name or state.status in FINAL or state.fn is fn
-                    or state.run_id in self._run_fns):
+                    or state.run_id in self._run_fns or state.damage is not None):
                 continue
             if state.fn is None:
                 state.fn = fn
@@ -593,6 +600,8 @@ class Engine(Activities):
         unknown: dict[str, list[str]] = {}
         for row in running:
             state = self._runs[row[0]]
+            if state.damage is not None:
+                continue   # set aside: listed, never run (reading it says why)
             if state.fn is None:
                 unknown.setdefault(state.workflow, []).append(state.run_id)
             if state.budget is not None:
@@ -614,10 +623,19 @@ class Engine(Activities):
         self._fill(self.store.load("run_id = ?", [state.run_id]))
 
     def _fill(self, loaded: dict) -> None:
+        for run_id, position in loaded["damaged"]:
+            state = self._runs[run_id]
+            if state.damage is None:
+                state.damage = damaged_run(self.path, run_id, position,
+                                           "its event's body is not the JSON durablelab wrote")
         for row in loaded["events"]:
-            history = self._runs[row[0]].history
+            state = self._runs[row[0]]
+            if state.damage is not None:
+                continue
+            history = state.history
             if row[1] != len(history) + 1:
-                raise history_gap(self.path, row[0], row[1], len(history) + 1)
+                state.damage = history_gap(self.path, row[0], row[1], len(history) + 1)
+                continue
             history.append(h.Event(*row[1:]))
         for row in loaded["attempts"]:
             self._runs[row[0]].attempts.setdefault(row[1], []).append(row)
@@ -629,13 +647,30 @@ class Engine(Activities):
             self._runs[row[0]].wakeups.append(row)
 
     def _state_from_row(self, row: tuple) -> RunState:
+        """A run's state from its `runs` row; a row whose JSON columns do not read back
+        gives a state set aside (`damage`), so one damaged run never keeps the rest out."""
         (run_id, workflow, input_json, seed, faults_json, options_json, parent, status,
          result_json, error_json, started_at, ended_at) = row
-        return RunState(run_id, workflow, input_json, seed, faults_json, options_json, parent,
-                        status,
-                        result_json, error_from_json(json.loads(error_json)) if error_json else None,
-                        started_at, ended_at, fn=self._resolve(workflow, run_id),
-                        faults=self._plan_from_json(faults_json) if faults_json else None)
+        what = "its recorded error (runs.error)"
+        try:
+            error = error_from_json(json.loads(error_json)) if error_json else None
+            what = "its fault plan (runs.faults)"
+            faults = self._plan_from_json(faults_json) if faults_json else None
+            what = "its options: time-out, budget, policies (runs.options)"
+            state = RunState(run_id, workflow, input_json, seed, faults_json, options_json,
+                             parent, status, result_json, error, started_at, ended_at,
+                             fn=self._resolve(workflow, run_id), faults=faults)
+            what = "its input (runs.input)"
+            if status == "running":
+                json.loads(input_json)
+            return state
+        except Exception as exc:   # whatever a hand-edited row throws, it stays this run's
+            state = RunState(run_id, workflow, input_json, seed, None, None, parent, status,
+                             None, None, started_at, ended_at)
+            state.damage = damaged_run(self.path, run_id, None,
+                                       f"{what} does not read back ({type(exc).__name__}: "
+                                       f"{exc})")
+            return state
 
     def _plan_from_json(self, text: str) -> FaultPlan:
         """The plan stored with a run; runs that share a plan share one object (and its

@@ -12,6 +12,7 @@ in this module: reading a stranger's history never imports or runs code.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 
@@ -210,7 +211,7 @@ class StoreFormatError(DurableLabError):
     fields = ("path", "found", "expected")
 
 
-class PolicyError(DurableLabError, ValueError):
+class PolicyError(DurableLabError, ValueError):  # a usage error: see UsageError below
     """A retry policy (or a map of activity globs to policies) that cannot be used: a bad
     `start(policies=)`, or a policy's JSON with an unknown key or a bad value."""
 
@@ -267,6 +268,12 @@ def bad_value(call: str, argument: str, message: str) -> BadValue:
 
 def bad_type(call: str, argument: str, message: str) -> BadType:
     return BadType(f"{call}: {message}", call=call, argument=argument)
+
+
+def plan_error(message: str) -> BadValue:
+    """A fault plan's JSON (text or file) that cannot be read as a plan; `message` names the
+    source, the rule and the field."""
+    return BadValue(message, call="FaultPlan.from_json", argument=None)
 
 
 def not_a_workflow(fn) -> BadType:
@@ -361,17 +368,158 @@ class ReplayCheckError(DurableLabError, ValueError):
             workflow=workflow, source=source)
 
 
-def history_gap(path, run_id: str, position: int, expected: int) -> StoreFormatError:
+
+
+class StoreOpenError(DurableLabError, OSError):
+    """The path cannot be opened as a DuckDB file at all (a directory, a missing folder, a
+    file that is not DuckDB or is cut short). `found` is what DuckDB reported."""
+
+    fields = ("path", "found")
+
+
+class DamagedRunError(StoreFormatError):
+    """One run's rows in a store cannot be read (a damaged row, a gap or a duplicate in its
+    positions). The run is set aside: still listed by `runs()`, never run; the others open."""
+
+    fields = ("path", "found", "expected", "run_id", "position", "what")
+
+
+def store_open_error(path: str, found: str, head: bytes | None) -> StoreOpenError:
+    """Say what DuckDB found at `path` (`head`: the file's first bytes, if it is one)."""
+    import os
+    parent = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        what = (f"it is a directory, not a file. Give dl.Engine a file inside it, for "
+                f"example {os.path.join(path, 'runs.duckdb')!r}")
+    elif not os.path.isdir(parent):
+        what = (f"the folder {parent!r} does not exist, so the store cannot be created there. "
+                f"Create it first (os.makedirs({parent!r}, exist_ok=True)) or give another path")
+    elif head is not None and "not a valid DuckDB database file" in found:
+        if not head:
+            kind = "an empty file (0 bytes)"
+        elif head.lstrip()[:1] in (b"{", b"["):
+            kind = "a file of JSON text (a durablelab export? read it with dl.load(path))"
+        elif all(32 <= b < 127 or b in (9, 10, 13) for b in head):
+            kind = "a plain-text file"
+        else:
+            kind = "a file of some other format"
+        what = (f"it is {kind}, not a DuckDB database. Nothing was written to it; give the "
+                f"Engine a new path (or delete the file if it is yours to lose)")
+    elif "Could not read enough bytes" in found:
+        what = ("the DuckDB file is cut short (truncated or damaged: a copy that did not "
+                "finish?). Nothing was written to it; restore it from a complete copy, or give "
+                "the Engine a new path")
+    else:
+        what = "DuckDB could not open it. Give the Engine another path"
+    return StoreOpenError(f"Cannot open {path} as a durablelab store: {what}. (DuckDB said: "
+                          f"{found})", path=path, found=found)
+
+
+def damaged_run(path, run_id: str, position: int | None, what: str, detail: str = "",
+                expected: int | None = None) -> DamagedRunError:
+    where = f" at history position {position}" if position is not None else ""
+    table = "events" if position is not None else "runs"
+    return DamagedRunError(
+        f"Run {run_id!r} in {path or 'the in-memory store'} cannot be read: {what}{where}"
+        f"{detail}. "
+        f"It is set aside: listed by engine.runs(), never run or changed; the other runs "
+        f"opened and run as usual. Nothing was lost by opening it. To look at its rows, open "
+        f"the file read-only in DuckDB (SELECT * FROM {table} WHERE run_id = '{run_id}'); to "
+        f"carry on, start the work again as a new run (or restore the file from a copy).",
+        path=path, found=position, expected=expected, run_id=run_id, position=position,
+        what=what)
+
+
+# --- checking what a caller gives ---------------------------------------------------------
+# Each check returns the value (as the store will keep it) or raises a usage error naming
+# the call, the argument and the fix. A value that would poison a store (an infinite or NaN
+# time, a negative latency, an int DuckDB cannot keep) is refused where it is given.
+
+def check_seconds(value, call: str, argument: str, *, positive: bool = False,
+                  none_ok: bool = False) -> float | None:
+    """`value` as float seconds: a finite number >= 0 (> 0 when `positive`)."""
+    if value is None and none_ok:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise bad_type(call, argument, f"{argument}={value!r} must be a number of seconds "
+                                       f"(an int or a float)")
+    try:
+        seconds = float(value)
+    except OverflowError:
+        seconds = math.inf
+    if not math.isfinite(seconds):
+        raise bad_value(call, argument, (
+            f"{argument}={value!r} is not a finite number of seconds. An infinite or NaN "
+            f"time would be saved in history and break every later run on the file; give a "
+            f"finite number"))
+    if seconds < 0 or (positive and seconds == 0):
+        raise bad_value(call, argument, f"{argument}={value!r} must be seconds "
+                                        f"{'> 0' if positive else '>= 0'}")
+    return seconds
+
+
+def check_probability(value, call: str, argument: str = "p") -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise bad_type(call, argument, f"{argument}={value!r} must be a probability, a number "
+                                       f"in [0, 1] (p=1.0 fires every time)")
+    if not 0.0 <= value <= 1.0:   # NaN fails this too
+        raise bad_value(call, argument, f"{argument}={value!r} must be a probability in [0, 1]")
+    return float(value)
+
+
+def check_int(value, call: str, argument: str, minimum: int, none_ok: bool = False,
+              what: str = "") -> int | None:
+    if value is None and none_ok:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise bad_type(call, argument, f"{argument}={value!r} must be an int >= {minimum}"
+                                       f"{' or None' if none_ok else ''}{what}")
+    if value < minimum:
+        raise bad_value(call, argument, f"{argument}={value!r} must be an int >= {minimum}"
+                                        f"{' or None' if none_ok else ''}{what}")
+    return value
+
+
+def check_seed(value, call: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise bad_type(call, "seed", f"seed={value!r} must be an int")
+    if not -2 ** 63 <= value < 2 ** 63:
+        raise bad_value(call, "seed", (
+            f"seed={value!r} is outside the 64-bit range the store keeps (-2**63 to "
+            f"2**63 - 1). Seeds only need to differ: use a smaller int"))
+    return value
+
+
+def check_text(value, call: str, argument: str, *, none_ok: bool = False,
+               empty_ok: bool = False) -> str | None:
+    """A name the store keeps as text: a str, not empty, valid Unicode (no lone surrogate,
+    which UTF-8 cannot hold)."""
+    if value is None and none_ok:
+        return None
+    if not isinstance(value, str):
+        raise bad_type(call, argument, f"{argument}={value!r} must be a string "
+                                       f"(it is a {type(value).__name__})")
+    if not value and not empty_ok:
+        raise bad_value(call, argument, f"{argument}={value!r} must be a non-empty string")
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise bad_value(call, argument, (
+                f"{argument}={value!r} holds a lone surrogate ({value[exc.start]!r} at index "
+                f"{exc.start}), which is not text UTF-8 can store; names must be valid "
+                f"Unicode")) from None
+    return value
+
+
+def history_gap(path, run_id: str, position: int, expected: int) -> DamagedRunError:
     """A stored history whose positions do not run 1, 2, 3, ...: the table has no primary
     key (it would cost a sixth of a sync step), so a duplicate is caught here, on load."""
-    what = "a second event" if position < expected else "a gap before the event"
-    return StoreFormatError(
-        f"{path or 'The in-memory store'}: run {run_id!r} has {what} at history position "
-        f"{position} (expected position {expected}). Only one engine may write a run: two "
-        f"engines in one process drove this run at once, or the file was edited by hand. "
-        f"Its runs cannot be resumed safely; inspect them read-only in DuckDB "
-        f"(SELECT * FROM events WHERE run_id = '{run_id}').",
-        path=path, found=position, expected=expected)
+    what = "its history has a second event" if position < expected else \
+        "its history has a gap before the event"
+    return damaged_run(path, run_id, position, what, (
+        f" (expected position {expected}: the file was edited by hand, or written by two "
+        f"engines at once)"), expected=expected)
 
 
 def _error_classes() -> dict[str, type[DurableLabError]]:
@@ -518,12 +666,21 @@ def compensation_failed(failed: ActivityFailed, waited: float, not_run: list,
 
 def workflow_error(run_id, workflow, exc: BaseException, location: str | None) -> WorkflowError:
     cause = type(exc).__name__
-    message = (
-        f"Workflow code raised {cause} in run {run_id!r} (workflow {workflow}) at "
-        f"{location or 'an unknown line'}: {exc}. This came from the workflow function itself, "
-        f"not from an activity, so it is not retried (the same code would raise the same way "
-        f"on every replay) and the run failed. Fix the workflow code; if the failing work "
-        f"touches the outside world, move it into ctx.activity(...) so it gets retries.")
+    if isinstance(exc, (UsageError, SerializationError)):   # a ctx call refused its arguments
+        message = (
+            f"A ctx call in run {run_id!r} (workflow {workflow}) at "
+            f"{location or 'an unknown line'} was given a value it cannot use, so the run "
+            f"failed before recording anything for that call (the same code would fail the "
+            f"same way on every replay): {str(exc).rstrip('.')}. Fix that call in the workflow "
+            f"code.")
+    else:
+        message = (
+            f"Workflow code raised {cause} in run {run_id!r} (workflow {workflow}) at "
+            f"{location or 'an unknown line'}: {exc}. This came from the workflow function "
+            f"itself, not from an activity, so it is not retried (the same code would raise "
+            f"the same way on every replay) and the run failed. Fix the workflow code; if the "
+            f"failing work touches the outside world, move it into ctx.activity(...) so it "
+            f"gets retries.")
     return WorkflowError(message, run_id=run_id, workflow=workflow, cause_class=cause,
                          cause_message=str(exc), location=location)
 

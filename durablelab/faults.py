@@ -38,7 +38,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from .draws import Draws
-from .errors import ModelOutputError, NonRetryable, RateLimited, Transient
+from .errors import (ModelOutputError, NonRetryable, RateLimited, Transient, bad_type,
+                     bad_value, check_int, check_probability, check_seconds, plan_error)
 
 CRASH_POINTS = ("before_activity", "after_effect", "after_record", "during_wait")
 
@@ -61,22 +62,23 @@ class Rule:
     def __post_init__(self):
         where = f"{type(self).__name__}({self.activity!r})"
         if not isinstance(self.activity, str) or not self.activity:
-            raise ValueError(f"{where}: activity must be a non-empty name or glob")
-        for name, what in (("attempts", "attempt numbers >= 1 (attempts count from 1)"),
+            raise bad_type(where, "activity", "the activity must be a non-empty name or glob "
+                                              "(\"charge\", \"charge_*\", \"*\")")
+        for name, what in (("attempts", "attempt numbers >= 1 (attempts count from 1), for "
+                                        "example attempts=[1, 2]"),
                            ("position", "history positions >= 1 (positions count from 1)")):
             value = getattr(self, name)
             if value is None:
                 continue
-            numbers = (value,) if isinstance(value, int) else tuple(value) \
-                if isinstance(value, (list, tuple)) else None
+            numbers = (value,) if isinstance(value, int) and not isinstance(value, bool) \
+                else tuple(value) if isinstance(value, (list, tuple, range)) else None
             if numbers is None or not all(isinstance(n, int) and not isinstance(n, bool)
                                           and n >= 1 for n in numbers):
-                raise ValueError(f"{where}: {name}={value!r} must be {what}")
+                raise bad_value(where, name, f"{name}={value!r} must be {what}")
             object.__setattr__(self, name, numbers)
-        if not isinstance(self.p, (int, float)) or not 0.0 <= self.p <= 1.0:
-            raise ValueError(f"{where}: p={self.p!r} must be a probability in [0, 1]")
-        if self.times is not None and (not isinstance(self.times, int) or self.times < 0):
-            raise ValueError(f"{where}: times={self.times!r} must be an int >= 0 or None")
+        object.__setattr__(self, "p", check_probability(self.p, where))
+        check_int(self.times, where, "times", 0, none_ok=True,
+                  what=" (how often the rule may fire in one run)")
 
     def applies(self, name: str, attempt: int, position: int | None = None) -> bool:
         """Whether the rule applies to this attempt of `name` (at `position`, when given)."""
@@ -108,6 +110,11 @@ class RateLimit(Rule):
     #: seconds the server asks to wait (Retry-After), or None.
     retry_after: float | None = None
 
+    def __post_init__(self):
+        super().__post_init__()
+        check_seconds(self.retry_after, f"RateLimit({self.activity!r})", "retry_after",
+                      none_ok=True)
+
     def error(self):
         hint = f" (Retry-After: {self.retry_after:g} s)" if self.retry_after is not None else ""
         return RateLimited(f"injected 429 Too Many Requests{hint}",
@@ -119,6 +126,14 @@ class ServerError(Rule):
     """HTTP 5xx instead of a call; the function does not run."""
 
     status: int = 503
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_int(self.status, f"ServerError({self.activity!r})", "status", 500,
+                  what=" (an HTTP 5xx status such as 503)")
+        if self.status > 599:
+            raise bad_value(f"ServerError({self.activity!r})", "status",
+                            f"status={self.status!r} must be an HTTP 5xx status (500-599)")
 
     def error(self):
         return Transient(f"injected HTTP {self.status} server error", cause_class="ServerError")
@@ -158,8 +173,8 @@ class Malformed(Rule):
     def __post_init__(self):
         super().__post_init__()
         if self.kind not in MALFORMED_KINDS:
-            raise ValueError(f"Malformed({self.activity!r}): kind={self.kind!r} is not one of "
-                             f"{', '.join(MALFORMED_KINDS)}")
+            raise bad_value(f"Malformed({self.activity!r})", "kind",
+                            f"kind={self.kind!r} is not one of {', '.join(MALFORMED_KINDS)}")
 
     def error(self, answer_json: str | None):
         answer = answer_json or ""
@@ -215,29 +230,29 @@ class Fail(Rule):
         super().__post_init__()
         where = f"Fail({self.activity!r})"
         if self.error not in FAIL_ERRORS:
-            raise ValueError(f"{where}: error={self.error!r} is not one of "
-                             f"{', '.join(FAIL_ERRORS)}")
+            raise bad_value(where, None, f"error={self.error!r} is not one of "
+                            f"{', '.join(FAIL_ERRORS)}")
         if self.status is not None:
             if isinstance(self.status, bool) or not isinstance(self.status, int) \
                     or not 400 <= self.status <= 599:
-                raise ValueError(f"{where}: status={self.status!r} must be an HTTP error "
-                                 f"status from 400 to 599 (e.g. 400, 401, 404, 429, 500, 503)")
+                raise bad_value(where, None, f"status={self.status!r} must be an HTTP error "
+                                f"status from 400 to 599 (e.g. 400, 401, 404, 429, 500, 503)")
             implied = error_for_status(self.status)
             if self.error not in (implied, "NonRetryable"):
-                raise ValueError(f"{where}: error={self.error!r} contradicts status="
-                                 f"{self.status} (HTTP {self.status} is {implied}); give "
-                                 f"one of them, or both agreeing")
+                raise bad_value(where, None, f"error={self.error!r} contradicts status="
+                                f"{self.status} (HTTP {self.status} is {implied}); give "
+                                f"one of them, or both agreeing")
             object.__setattr__(self, "error", implied)
         if self.message is not None and not isinstance(self.message, str):
-            raise ValueError(f"{where}: message={self.message!r} must be a string")
+            raise bad_value(where, None, f"message={self.message!r} must be a string")
         if self.retry_after is not None:
             if isinstance(self.retry_after, bool) or not isinstance(
                     self.retry_after, (int, float)) or not 0 <= self.retry_after < float("inf"):
-                raise ValueError(f"{where}: retry_after={self.retry_after!r} must be seconds "
-                                 f">= 0")
+                raise bad_value(where, None, f"retry_after={self.retry_after!r} must be seconds "
+                                f">= 0")
             if self.error != "RateLimited":
-                raise ValueError(f"{where}: retry_after= goes with a rate limit (error="
-                                 f"'RateLimited' or status=429), not {self.error}")
+                raise bad_value(where, None, f"retry_after= goes with a rate limit (error="
+                                f"'RateLimited' or status=429), not {self.error}")
 
     def failure(self):
         """The error this rule injects (a fresh instance each time)."""
@@ -258,6 +273,17 @@ class Latency(Rule):
     seconds: float = 1.0
     max_seconds: float | None = None
 
+    def __post_init__(self):
+        # A negative latency would end an attempt before it started: history runs backwards.
+        super().__post_init__()
+        where = f"Latency({self.activity!r})"
+        check_seconds(self.seconds, where, "seconds")
+        check_seconds(self.max_seconds, where, "max_seconds", none_ok=True)
+        if self.max_seconds is not None and self.max_seconds < self.seconds:
+            raise bad_value(where, "max_seconds", f"max_seconds={self.max_seconds!r} is below "
+                                                  f"seconds={self.seconds!r}; the latency is "
+                                                  f"drawn from [seconds, max_seconds]")
+
     def draw(self, rng: Draws) -> float:
         if self.max_seconds is None:
             return float(self.seconds)
@@ -273,8 +299,8 @@ class Crash(Rule):
     def __post_init__(self):
         super().__post_init__()
         if self.point not in CRASH_POINTS:
-            raise ValueError(f"Crash({self.activity!r}): point={self.point!r} is not one of "
-                             f"{', '.join(CRASH_POINTS)}")
+            raise bad_value(f"Crash({self.activity!r})", "point",
+                            f"point={self.point!r} is not one of {', '.join(CRASH_POINTS)}")
 
 
 RULE_TYPES = {cls.__name__: cls for cls in (RateLimit, ServerError, ConnectionReset, Timeout,
@@ -300,8 +326,9 @@ class FaultPlan:
         self.rules = list(self.rules)
         for i, rule in enumerate(self.rules):
             if not isinstance(rule, Rule):
-                raise TypeError(f"FaultPlan rule {i} is {rule!r}, not a rule such as "
-                                f"Crash('charge', point='after_effect')")
+                raise bad_type("FaultPlan", "rules", f"rule {i} is {rule!r}, not a rule such "
+                                                     f"as dl.faults.Crash('charge', "
+                                                     f"point='after_effect')")
 
     def applicable(self, name: str, attempt: int, point: str | None = None,
                    position: int | None = None) -> tuple:
@@ -340,39 +367,39 @@ class FaultPlan:
             try:
                 text = Path(text_or_path).read_text()
             except OSError as exc:
-                raise ValueError(f"cannot read {source}: {exc}") from None
+                raise plan_error(f"cannot read {source}: {exc}") from None
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"{source} is not valid JSON: {exc}") from None
+            raise plan_error(f"{source} is not valid JSON: {exc}") from None
         if not isinstance(data, dict):
-            raise ValueError(f"{source}: expected an object with 'version' and 'rules'")
+            raise plan_error(f"{source}: expected an object with 'version' and 'rules'")
         unknown = set(data) - {"version", "rules"}
         if unknown:
-            raise ValueError(f"{source}: unknown key {sorted(unknown)[0]!r} at the top level "
+            raise plan_error(f"{source}: unknown key {sorted(unknown)[0]!r} at the top level "
                              f"(allowed: 'version', 'rules')")
         if data.get("version") != 1:
-            raise ValueError(f"{source}: version {data.get('version')!r} is not supported "
+            raise plan_error(f"{source}: version {data.get('version')!r} is not supported "
                              f"(this durablelab reads version 1)")
         rules = []
         for i, raw in enumerate(data.get("rules", [])):
             where = f"{source}, rule {i}"
             if not isinstance(raw, dict) or "type" not in raw:
-                raise ValueError(f"{where}: each rule is an object with a 'type'")
+                raise plan_error(f"{where}: each rule is an object with a 'type'")
             kind = RULE_TYPES.get(raw["type"])
             if kind is None:
-                raise ValueError(f"{where}: unknown type {raw['type']!r} (known: "
+                raise plan_error(f"{where}: unknown type {raw['type']!r} (known: "
                                  f"{', '.join(RULE_TYPES)})")
             known = {f.name for f in fields(kind)}
             args = {k: v for k, v in raw.items() if k != "type"}
             for key in args:
                 if key not in known:
-                    raise ValueError(f"{where} ({raw['type']}): unknown field {key!r} "
+                    raise plan_error(f"{where} ({raw['type']}): unknown field {key!r} "
                                      f"(known: {', '.join(sorted(known))})")
             try:
                 rules.append(kind(**args))
             except (TypeError, ValueError) as exc:
-                raise ValueError(f"{where}: {exc}") from None
+                raise plan_error(f"{where}: {exc}") from None
         return cls(rules)
 
     def __iter__(self):

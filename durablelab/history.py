@@ -29,17 +29,44 @@ WAIT_SIGNAL, SIGNAL_RECEIVED, SIGNAL_TIMEOUT = "wait_signal", "signal_received",
 _COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 _CANONICAL = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False,
                               sort_keys=True)
+# The same with non-ASCII escaped (\uXXXX), for the rare value holding a lone surrogate
+# ("\ud800"): a Python str that UTF-8, and so DuckDB, cannot carry, but JSON can, escaped.
+# Only such values take this path, so every other text (and its digest) is unchanged.
+_COMPACT_ASCII = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+_CANONICAL_ASCII = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False,
+                                    sort_keys=True)
+
+
+def _storable(text: str, value: Any, escaped: json.JSONEncoder) -> str:
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return escaped.encode(value)
+    return text
+
+
+def storable_text(text: str | None) -> str | None:
+    """Free text for a text column (an error message): a lone surrogate, which UTF-8 cannot
+    hold, becomes its escape (\\ud800), so a strange exception message never stops a write."""
+    if text is None or text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def compact(value: Any) -> str:
     """Compact JSON text of `value`; raises TypeError or ValueError if it is not JSON."""
-    return _COMPACT.encode(value)
+    return _storable(_COMPACT.encode(value), value, _COMPACT_ASCII)
 
 
 def to_json(value: Any, what: str, where: str) -> str:
     """Compact JSON text of `value`, or a SerializationError naming what and where."""
     try:
-        return _COMPACT.encode(value)
+        return _storable(_COMPACT.encode(value), value, _COMPACT_ASCII)
     except (TypeError, ValueError) as exc:
         raise SerializationError(
             f"{what} is not JSON-serialisable ({exc}) at {where}. History holds JSON only: "
@@ -53,7 +80,8 @@ def canonical(args: tuple, kwargs: dict, call: str, where, name: str | None = No
     The error's words (`call`, `name`, `where`: a frame or text) are put together only if
     the arguments are not JSON, so the common path pays nothing for them."""
     try:
-        return _CANONICAL.encode([list(args), kwargs])
+        return _storable(_CANONICAL.encode([list(args), kwargs]), [list(args), kwargs],
+                         _CANONICAL_ASCII)
     except (TypeError, ValueError) as exc:
         what = call if name is None else f"{call}({name!r})"
         raise SerializationError(

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import math
 import random
 import socket
 from dataclasses import dataclass, field
 
 from .breaker import CircuitBreaker
-from .errors import ActivityError, ModelOutputError, NonRetryable, RateLimited, Transient
+from .errors import (ActivityError, ModelOutputError, NonRetryable, RateLimited, Transient,
+                     bad_value)
 
 
 @dataclass(frozen=True)
@@ -67,16 +69,20 @@ class RetryPolicy:
                             f"for no limit")
         for name in ("initial", "max_interval"):
             value = getattr(self, name)
-            if not isinstance(value, (int, float)) or value < 0:
-                problems.append(f"{name}={value!r} must be a number of seconds >= 0")
-        if not isinstance(self.backoff, (int, float)) or self.backoff < 1:
-            problems.append(f"backoff={self.backoff!r} must be a number >= 1")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+                    0 <= value < math.inf):   # NaN fails too: it would become a timer's instant
+                problems.append(f"{name}={value!r} must be a finite number of seconds >= 0")
+        if isinstance(self.backoff, bool) or not isinstance(self.backoff, (int, float)) or not (
+                1 <= self.backoff < math.inf):
+            problems.append(f"backoff={self.backoff!r} must be a finite number >= 1 (the "
+                            f"factor each wait grows by; 1 keeps it constant)")
         if self.jitter not in ("full", "none"):
             problems.append(f"jitter={self.jitter!r} must be 'full' or 'none'")
         if not isinstance(self.model_output_budget, int) or self.model_output_budget < 0:
             problems.append(f"model_output_budget={self.model_output_budget!r} must be an int >= 0")
         if problems:
-            raise ValueError("RetryPolicy: " + "; ".join(problems))
+            raise bad_value("RetryPolicy", problems[0].partition("=")[0],
+                            "; ".join(problems) + ". See help(dl.RetryPolicy)")
         object.__setattr__(self, "non_retryable", tuple(self.non_retryable))
 
     def allows(self, attempts: int) -> bool:
@@ -141,7 +147,11 @@ class RetryPolicy:
 
     def cap(self, attempt: int) -> float:
         """The longest wait after failed attempt number `attempt` (1-based)."""
-        return min(self.max_interval, self.initial * self.backoff ** (attempt - 1))
+        try:
+            grown = self.initial * self.backoff ** (attempt - 1)
+        except OverflowError:   # attempt 1,100 of a policy without max_attempts
+            return self.max_interval
+        return min(self.max_interval, grown)
 
     def is_non_retryable(self, exc: BaseException) -> bool:
         for item in self.non_retryable:
@@ -209,7 +219,7 @@ def next_delay(policy: RetryPolicy, attempt: int, error: ActivityError,
     cap = policy.cap(attempt)
     delay = cap if policy.jitter == "none" else rng.uniform(0.0, cap)
     retry_after = getattr(error, "retry_after", None)
-    if isinstance(error, RateLimited) and retry_after is not None:
+    if isinstance(error, RateLimited) and _finite_seconds(retry_after):
         delay = max(float(retry_after), delay)
     return delay
 
@@ -235,9 +245,17 @@ def _retry_after(exc: BaseException) -> float | None:
                 if value is not None:
                     break
     try:
-        return float(value) if value is not None else None
-    except (TypeError, ValueError):
+        seconds = float(value) if value is not None else None
+    except (TypeError, ValueError, OverflowError):
         return None  # an HTTP date: treated as "no hint"; the policy's delay applies
+    return seconds if _finite_seconds(seconds) else None
+
+
+def _finite_seconds(value) -> bool:
+    """Whether a server's Retry-After can be waited on: a finite number >= 0. Anything else
+    (an inf or NaN header, a negative number) is no hint: a timer at infinity never fires."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and 0 <= value < math.inf)
 
 
 def _names(exc: BaseException) -> list[str]:

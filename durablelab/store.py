@@ -27,7 +27,7 @@ import duckdb
 import pyarrow as pa
 
 from .errors import (StoreFormatError, StoreLockedError, store_not_readable_as_is,
-                     store_unreadable)
+                     store_open_error, store_unreadable)
 
 SCHEMA_VERSION = 4
 
@@ -190,21 +190,54 @@ WAKEUP_COLS = ("run_id", "woke_at", "reason", "replayed", "recorded")
 
 # The `body` of an event_log row: compact JSON; a float keeps every digit (its repr).
 _BODY = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+# The same with every non-ASCII character escaped: for a body holding a lone surrogate
+# (a Python str UTF-8 cannot carry), so it still reaches DuckDB and reads back exactly.
+_BODY_ASCII = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+
+
+def _encode_body(fields: list) -> str:
+    text = _BODY.encode(fields)
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return _BODY_ASCII.encode(fields)
+    return text
 
 
 def event_row(run_id: str, e) -> tuple:
     """The event_log row of a history event (a `history.Event`)."""
-    return (run_id, e.position, _BODY.encode(
+    return (run_id, e.position, _encode_body(
         [e.kind, e.name, e.digest, e.ok, e.value, e.recorded_at, e.attempt, e.started_at,
          e.outcome, e.error_class, e.error, e.call_site, e.args]))
 
 
 def _row_of_view(row: tuple) -> tuple:
     """The event_log row of a row shaped like the `events` view (EVENT_COLS)."""
-    return (row[0], row[1], _BODY.encode(list(row[2:])))
+    return (row[0], row[1], _encode_body(list(row[2:])))
+
+
+def _event_fields(body: str) -> list | None:
+    """The decoded body of an event_log row, or None if it is not one (a damaged row)."""
+    try:
+        fields = json.loads(body)
+    except (TypeError, ValueError):
+        return None
+    if not isinstance(fields, list) or len(fields) != len(EVENT_COLS) - 2:
+        return None
+    return fields
 
 
 _LOCK = re.compile(r"Conflicting lock is held in (.*?) \(PID (\d+)\)")
+
+
+def _head(path: str) -> bytes | None:
+    """The first bytes of the file at `path`, or None if it is not a readable file."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(512)
+    except OSError:
+        return None
 
 
 def _placeholders(columns) -> str:
@@ -222,16 +255,18 @@ class Store:
         self.read_only = read_only
         try:
             self.con = duckdb.connect(self.path or ":memory:", read_only=read_only)
-        except duckdb.IOException as exc:
+        except duckdb.Error as exc:
             found = _LOCK.search(str(exc))
             if found is None and read_only:
                 raise store_unreadable(self.path, str(exc).splitlines()[0]) from None
-            holder = f"process {found.group(2)} ({found.group(1)})" if found else "another process"
+            if found is None:   # not a lock: say what DuckDB found there
+                raise store_open_error(self.path, str(exc), _head(self.path)) from None
             raise StoreLockedError(
-                f"Cannot open {self.path}: {holder} holds it, and DuckDB lets one process "
-                f"at a time open a file. Close the engine there (engine.close()) or stop "
-                f"that process (restart its kernel), or give this Engine another path.",
-                path=self.path, pid=int(found.group(2)) if found else None) from None
+                f"Cannot open {self.path}: process {found.group(2)} ({found.group(1)}) holds "
+                f"it, and DuckDB lets one process at a time open a file. Close the engine "
+                f"there (engine.close()) or stop that process (restart its kernel), or give "
+                f"this Engine another path.",
+                path=self.path, pid=int(found.group(2))) from None
         self._insert_sql = {
             table: f"INSERT INTO {table} VALUES {_placeholders(cols)}"
             for table, cols in (("event_log", EVENT_LOG_COLS), ("attempts", ATTEMPT_COLS),
@@ -460,10 +495,17 @@ class Store:
                  "wakeups": "run_id, woke_at"}
         out = {}
         # Events in the `events` view's shape, with the body decoded here: json.loads is
-        # cheaper than twelve JSON extractions a row in the view.
-        out["events"] = [(run_id, position, *json.loads(body)) for run_id, position, body in
-                         self.fetch(f"SELECT run_id, position, body FROM event_log WHERE run_id "
-                                    f"IN ({runs}) ORDER BY run_id, position", params)]
+        # cheaper than twelve JSON extractions a row in the view. A body that does not decode
+        # is listed under "damaged" (run id, position) instead: its run is set aside.
+        out["events"], out["damaged"] = events, damaged = [], []
+        for run_id, position, body in self.fetch(
+                f"SELECT run_id, position, body FROM event_log WHERE run_id IN ({runs}) "
+                f"ORDER BY run_id, position", params):
+            fields = _event_fields(body)
+            if fields is None:
+                damaged.append((run_id, position))
+            else:
+                events.append((run_id, position, *fields))
         for table, cols in (("attempts", ATTEMPT_COLS), ("signals", SIGNAL_COLS),
                             ("faults", FAULT_COLS), ("wakeups", WAKEUP_COLS)):
             out[table] = self.fetch(f"SELECT {', '.join(cols)} FROM {table} "

@@ -109,6 +109,9 @@ def test_bad_sleep_fails_the_run_with_the_value_named(engine, seconds):
     run = engine.run(run_id)
     assert run.status == "failed" and isinstance(run.error, dl.WorkflowError)
     assert "ctx.sleep(seconds)" in str(run.error) and repr(seconds) in str(run.error)
+    assert "test_bad_input.py:106" in str(run.error)            # where, in the learner's file
+    assert "move it into ctx.activity" not in str(run.error)    # advice for other errors
+    assert isinstance(run.error, dl.DurableLabError)
     assert len(run.history) == 1                                # the recorded step is kept
 
 

@@ -74,28 +74,42 @@ def test_a_schema_2_file_is_upgraded_in_place_and_its_run_carries_on(db_path):
 
 
 def waiting_run_edited(path, sql):
-    """A file holding run 'r' (two steps, then a signal wait), edited by hand with `sql`."""
+    """A file holding runs 'r' and 'ok' (two steps, then a signal wait), edited by hand
+    with `sql`."""
     with dl.Engine(path) as engine:
         engine.start(squares_then_wait, 2, run_id="r")
+        engine.start(squares_then_wait, 2, run_id="ok")
         engine.run_until_idle()
     con = duckdb.connect(str(path))
     con.execute(sql)
     con.close()
 
 
-def test_a_duplicate_history_position_is_refused_naming_the_run(db_path):
-    waiting_run_edited(db_path, "INSERT INTO event_log SELECT * FROM event_log WHERE position = 2")
-    with pytest.raises(dl.StoreFormatError,
-                       match=r"run 'r' has a second event at history position 2 "
-                             r"\(expected position 3\)"):
-        dl.Engine(db_path, workflows=[squares_then_wait])
+def assert_set_aside_while_the_other_runs(path, match):
+    engine = dl.Engine(path, workflows=[squares_then_wait])
+    assert set(engine.runs()["run_id"]) == {"r", "ok"}   # still listed
+    with pytest.raises(dl.StoreFormatError, match=match) as info:
+        engine.run("r")
+    assert info.value.run_id == "r" and "SELECT * FROM events" in str(info.value)
+    with pytest.raises(dl.StoreFormatError, match=match):
+        engine.signal("r", "go", "yes")
+    engine.signal("ok", "go", "yes")                      # the healthy run carries on
+    engine.run_until_idle()
+    assert engine.run("ok").status == "completed"
+    engine.close()
+
+
+def test_a_duplicate_history_position_sets_the_run_aside(db_path):
+    waiting_run_edited(db_path, "INSERT INTO event_log SELECT * FROM event_log "
+                                "WHERE position = 2 AND run_id = 'r'")
+    assert_set_aside_while_the_other_runs(
+        db_path, r"Run 'r' .* has a second event at history position 2 \(expected position 3")
     con = duckdb.connect(str(db_path))                 # nothing was altered by the refusal
-    assert rows(con, "SELECT count(*) FROM event_log") == [(4,)]
+    assert rows(con, "SELECT count(*) FROM event_log WHERE run_id = 'r'") == [(4,)]
     con.close()
 
 
-def test_a_gap_in_a_history_is_refused(db_path):
-    waiting_run_edited(db_path, "DELETE FROM event_log WHERE position = 1")
-    with pytest.raises(dl.StoreFormatError, match=r"a gap before the event at history "
-                                                   r"position 2 \(expected position 1\)"):
-        dl.Engine(db_path, workflows=[squares_then_wait])
+def test_a_gap_in_a_history_sets_the_run_aside(db_path):
+    waiting_run_edited(db_path, "DELETE FROM event_log WHERE position = 1 AND run_id = 'r'")
+    assert_set_aside_while_the_other_runs(
+        db_path, r"a gap before the event at history position 2 \(expected position 1")
