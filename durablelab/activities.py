@@ -269,7 +269,8 @@ class Activities:
                 self._check_budget(state, name, position)
             raise Suspend(o["ended_at"] + delay, "retry", name=name, position=position,
                           attempt=attempt)
-        failed = activity_failed(state.run_id, name, position, attempt, error, why)
+        failed = activity_failed(state.run_id, name, position, attempt, error, why,
+                                 o["call_site"])
         event = h.Event(position, h.ACTIVITY, name, o["digest"], False,
                         json.dumps(failed.to_json()), o["ended_at"], attempt, o["started_at"],
                         outcome_of(error), error.error_class, error.message,

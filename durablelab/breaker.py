@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import Transient
+from .errors import Transient, limit_error
 
 
 @dataclass(frozen=True)
@@ -28,11 +28,14 @@ class CircuitBreaker:
     reset_after: float = 30.0
 
     def __post_init__(self):
-        if not isinstance(self.failures, int) or self.failures < 1:
-            raise ValueError(f"CircuitBreaker(failures={self.failures!r}): must be an int >= 1")
-        if not isinstance(self.reset_after, (int, float)) or self.reset_after < 0:
-            raise ValueError(f"CircuitBreaker(reset_after={self.reset_after!r}): must be "
-                             f"seconds >= 0")
+        if isinstance(self.failures, bool) or not isinstance(self.failures, int) or \
+                self.failures < 1:
+            raise limit_error("CircuitBreaker", "failures", self.failures,
+                              "an int >= 1 (failures in a row that open the breaker)")
+        if isinstance(self.reset_after, bool) or not isinstance(self.reset_after, (int, float)) \
+                or not 0 <= self.reset_after < float("inf"):
+            raise limit_error("CircuitBreaker", "reset_after", self.reset_after,
+                              "finite seconds >= 0 (how long it stays open)")
 
 
 class BreakerState:

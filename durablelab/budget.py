@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
+from .errors import limit_error
+
 
 @dataclass(frozen=True)
 class Budget:
@@ -34,8 +36,9 @@ class Budget:
         for f in fields(self):
             value = getattr(self, f.name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                      or value < 0):
-                raise ValueError(f"Budget({f.name}={value!r}): a limit is a number >= 0 or None")
+                                      or not 0 <= value < float("inf")):
+                raise limit_error("Budget", f.name, value, "a finite number >= 0, or None "
+                                                           "for no limit")
 
     def to_dict(self) -> dict:
         return {k: v for k, v in asdict(self).items() if v is not None}

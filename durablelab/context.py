@@ -234,6 +234,8 @@ class Context:
         the run keeps taking the new path on every later replay. The first answer for a
         `change_id` holds for the rest of the run, so a run is on one path, never both.
         """
+        if type(change_id) is not str or not change_id or not change_id.isascii():
+            check_text(change_id, f"ctx.patched at {h.site(sys._getframe(1))}", "change_id")
         self._check()
         if change_id in self._patches:
             return self._patches[change_id]

@@ -89,7 +89,7 @@ class ActivityFailed(DurableLabError):
     """
 
     fields = ("run_id", "activity", "position", "attempts", "error_class", "cause_class",
-              "cause_message")
+              "cause_message", "call_site")
 
 
 class CompensationFailed(ActivityFailed):
@@ -262,12 +262,23 @@ class WorkflowRedefinedWarning(DurableLabWarning):
     """A registered workflow was given a new definition while runs of it are in flight."""
 
 
+def _sentence(text: str) -> str:
+    return text if text.endswith(".") else text + "."
+
+
 def bad_value(call: str, argument: str, message: str) -> BadValue:
-    return BadValue(f"{call}: {message}", call=call, argument=argument)
+    return BadValue(f"{call}: {_sentence(message)}", call=call, argument=argument)
 
 
 def bad_type(call: str, argument: str, message: str) -> BadType:
-    return BadType(f"{call}: {message}", call=call, argument=argument)
+    return BadType(f"{call}: {_sentence(message)}", call=call, argument=argument)
+
+
+def limit_error(call: str, argument: str, value, rule: str) -> BadValue | BadType:
+    """A Budget or CircuitBreaker limit that is not a usable number."""
+    maker = bad_type if isinstance(value, bool) or not isinstance(value, (int, float)) \
+        else bad_value
+    return maker(call, argument, f"{argument}={value!r} must be {rule}")
 
 
 def plan_error(message: str) -> BadValue:
@@ -292,6 +303,10 @@ def engine_closed(path, superseded: bool) -> EngineClosedError:
                    f"file in this process and took it over (this one committed what it held "
                    f"and closed, so two engines never run the same runs). Use the newer "
                    f"engine.")
+    elif path is None:
+        message = ("This in-memory Engine is closed, and its runs went with it (only a file "
+                   "outlives its engine). Open a new dl.Engine() for new runs, or give "
+                   "dl.Engine a path to keep them.")
     else:
         message = (f"This Engine ({where}) is closed; open a new dl.Engine on the same path "
                    f"to carry on with its runs.")
@@ -454,7 +469,8 @@ def check_seconds(value, call: str, argument: str, *, positive: bool = False,
             f"finite number"))
     if seconds < 0 or (positive and seconds == 0):
         raise bad_value(call, argument, f"{argument}={value!r} must be seconds "
-                                        f"{'> 0' if positive else '>= 0'}")
+                                        f"{'> 0' if positive else '>= 0'} (time in history "
+                                        f"only runs forwards)")
     return seconds
 
 
@@ -636,15 +652,37 @@ def non_determinism(run_id, workflow, position, recorded, requested, call_site, 
         recorded_args=recorded_args, requested_args=requested_args)
 
 
+_GIVE_UP_FIX = {
+    "NonRetryable": "a retry cannot help this error: fix what the activity was given, or "
+                    "catch dl.ActivityFailed around the call to take another path",
+    "ModelOutputError": "raise model_output_budget in its dl.RetryPolicy, make the answer "
+                        "easier to get right (a simpler schema, the error fed back through "
+                        "feedback=), or catch dl.ActivityFailed around the call",
+    "schedule_to_close": "raise schedule_to_close on the ctx.activity call, or give the "
+                         "service fewer, later attempts",
+}
+
+
 def activity_failed(run_id, activity, position, attempts, error: ActivityError,
-                    why: str) -> ActivityFailed:
+                    why: str, call_site: str | None = None) -> ActivityFailed:
+    """The error an activity that failed for good raises in its workflow code."""
+    if "schedule_to_close" in why:
+        fix = _GIVE_UP_FIX["schedule_to_close"]
+    else:
+        fix = _GIVE_UP_FIX.get(error.error_class, (
+            "give it more attempts or a longer backoff (dl.RetryPolicy(max_attempts=..., "
+            "max_interval=...)), a start_to_close= if it can hang, or catch "
+            "dl.ActivityFailed around the call to take another path"))
     message = (f"Activity {activity!r} (run {run_id!r}, position {position}) failed for good "
-               f"after {attempts} attempt(s), because {why}: {error.error_class}: "
-               f"{error.message}")
+               f"after {attempts} attempt(s): {why}.\n"
+               f"  last error: {error.message} (a {error.error_class} error)\n"
+               f"  called at:  {call_site or 'an unknown line'}\n"
+               f"The failure is recorded, so a replay raises it again at the same call. "
+               f"Fix: {fix}.")
     return ActivityFailed(message, run_id=run_id, activity=activity, position=position,
                           attempts=attempts, error_class=error.error_class,
                           cause_class=error.cause_class or error.error_class,
-                          cause_message=error.message)
+                          cause_message=error.message, call_site=call_site)
 
 
 def compensation_failed(failed: ActivityFailed, waited: float, not_run: list,

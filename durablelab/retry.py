@@ -121,11 +121,12 @@ class RetryPolicy:
             if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
                 raise policy_error(where, "non_retryable", "must be a list of exception names")
             data["non_retryable"] = tuple(names)
+        if breaker is not None and (not isinstance(breaker, dict)
+                                    or set(breaker) - {"failures", "reset_after"}):
+            raise policy_error(where, None, f"breaker={breaker!r} must be an object with "
+                                            f"'failures' and 'reset_after'")
         try:
             if breaker is not None:
-                if not isinstance(breaker, dict) or set(breaker) - {"failures", "reset_after"}:
-                    raise ValueError(f"breaker={breaker!r} must be an object with 'failures' "
-                                     f"and 'reset_after'")
                 breaker = CircuitBreaker(**breaker)
             return cls(**data, breaker=breaker)
         except (TypeError, ValueError) as exc:
