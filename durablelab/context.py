@@ -110,7 +110,9 @@ class Context:
         if event is not None:
             if event.ok:
                 return event.loads()
-            raise error_from_json(event.loads())
+            failed = error_from_json(event.loads())
+            failed.call_site = event.call_site   # where it is raised again: the same call
+            raise failed
         retried = self._state.attempts.get(self._cursor.position + 1)
         if retried and retried[-1][2] != name:
             # Attempts of another activity failed here and its retry is due: new code that

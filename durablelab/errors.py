@@ -89,7 +89,16 @@ class ActivityFailed(DurableLabError):
     """
 
     fields = ("run_id", "activity", "position", "attempts", "error_class", "cause_class",
-              "cause_message", "call_site")
+              "cause_message")
+    #: "file:line" of the ctx.activity call. Not part of the recorded error (history keeps
+    #: it beside the event, and a temporary notebook file name would make the bytes vary).
+    call_site: str | None = None
+
+    def __str__(self) -> str:
+        lines = self.message.split("\n")
+        if self.call_site and len(lines) > 2:
+            lines.insert(2, f"  called at:  {self.call_site}")
+        return "\n".join(lines)
 
 
 class CompensationFailed(ActivityFailed):
@@ -676,13 +685,14 @@ def activity_failed(run_id, activity, position, attempts, error: ActivityError,
     message = (f"Activity {activity!r} (run {run_id!r}, position {position}) failed for good "
                f"after {attempts} attempt(s): {why}.\n"
                f"  last error: {error.message} (a {error.error_class} error)\n"
-               f"  called at:  {call_site or 'an unknown line'}\n"
                f"The failure is recorded, so a replay raises it again at the same call. "
                f"Fix: {fix}.")
-    return ActivityFailed(message, run_id=run_id, activity=activity, position=position,
-                          attempts=attempts, error_class=error.error_class,
-                          cause_class=error.cause_class or error.error_class,
-                          cause_message=error.message, call_site=call_site)
+    failed = ActivityFailed(message, run_id=run_id, activity=activity, position=position,
+                            attempts=attempts, error_class=error.error_class,
+                            cause_class=error.cause_class or error.error_class,
+                            cause_message=error.message)
+    failed.call_site = call_site
+    return failed
 
 
 def compensation_failed(failed: ActivityFailed, waited: float, not_run: list,

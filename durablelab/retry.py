@@ -71,11 +71,12 @@ class RetryPolicy:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
                     0 <= value < math.inf):   # NaN fails too: it would become a timer's instant
-                problems.append(f"{name}={value!r} must be a finite number of seconds >= 0")
+                problems.append(f"{name}={value!r} must be a number of seconds >= 0 (and "
+                                f"finite: a NaN or infinite wait is a timer that never fires)")
         if isinstance(self.backoff, bool) or not isinstance(self.backoff, (int, float)) or not (
                 1 <= self.backoff < math.inf):
-            problems.append(f"backoff={self.backoff!r} must be a finite number >= 1 (the "
-                            f"factor each wait grows by; 1 keeps it constant)")
+            problems.append(f"backoff={self.backoff!r} must be a number >= 1 (and finite: "
+                            f"the factor each wait grows by; 1 keeps it constant)")
         if self.jitter not in ("full", "none"):
             problems.append(f"jitter={self.jitter!r} must be 'full' or 'none'")
         if not isinstance(self.model_output_budget, int) or self.model_output_budget < 0:
@@ -130,7 +131,10 @@ class RetryPolicy:
                 breaker = CircuitBreaker(**breaker)
             return cls(**data, breaker=breaker)
         except (TypeError, ValueError) as exc:
-            raise policy_error(where, None, str(exc)) from None
+            problem = getattr(exc, "message", str(exc))   # ours already names the class
+            problem = problem.removeprefix("RetryPolicy: ").removesuffix(
+                ". See help(dl.RetryPolicy).")
+            raise policy_error(where, None, problem) from None
 
     def to_json(self) -> str:
         """`to_dict` as JSON text (sorted keys: equal policies give equal text)."""

@@ -26,7 +26,7 @@ def test_core_modules_raise_no_bare_builtin_errors(module):
 
 
 @pytest.mark.parametrize("make, kind, words", [
-    (lambda: dl.RetryPolicy(backoff=0.5), ValueError, "backoff=0.5 must be a finite number >= 1"),
+    (lambda: dl.RetryPolicy(backoff=0.5), ValueError, "backoff=0.5 must be a number >= 1"),
     (lambda: dl.RetryPolicy(jitter="some"), ValueError, "jitter='some'"),
     (lambda: dl.Engine(durability="fast"), ValueError, "durability='fast' is not a durability"),
     (lambda: dl.Engine(workflows=print), TypeError, "workflows="),
