@@ -49,7 +49,7 @@ from .temporal import TemporalHistoryError, TemporalRunEnded, decode_payloads, l
 from .heartbeat import heartbeat, last_heartbeat
 from .errors import HeartbeatError
 
-__version__ = "0.1.0"
+from .version import __version__  # noqa: E402 (kept in one place; see version.py)
 
 __all__ = [
     "Engine", "Context", "Saga", "Run", "VirtualClock", "WallClock",

@@ -84,6 +84,7 @@ import pandas as pd
 
 from .errors import DurableLabError, SerializationError, error_from_json
 from .run import Run
+from .version import __version__
 
 FORMAT = "durablelab-runs"
 VERSION = 1
@@ -213,7 +214,6 @@ def as_runs(source) -> list[Run]:
 def _records(runs: list[Run]) -> list[tuple[str, str | None, int, dict]]:
     """(record, run_id, seq, data) for every record of the file, checked by the same
     reader `load` uses, so what is written can always be read back."""
-    from . import __version__
     reader = _Reader("<export>", "record")
     header = {"format": FORMAT, "version": VERSION, "created_by": f"durablelab {__version__}",
               "runs": len(runs)}

@@ -55,3 +55,11 @@ def test_readme_commands_are_what_ci_runs():
     test_command = re.search(r"Run the tests.*?```bash\n(.*?)\n```", readme, re.S).group(1)
     assert test_command in ci
     assert "durablelab lab" in readme
+
+
+def test_the_version_is_kept_in_one_place_and_matches_pyproject():
+    import importlib
+    export, version = (importlib.import_module(f"durablelab.{m}") for m in ("export", "version"))
+    text = (ROOT / "pyproject.toml").read_text()
+    assert f'version = "{version.__version__}"' in text
+    assert dl.__version__ == export.__version__ == version.__version__
