@@ -271,16 +271,16 @@ class WorkflowRedefinedWarning(DurableLabWarning):
     """A registered workflow was given a new definition while runs of it are in flight."""
 
 
-def _sentence(text: str) -> str:
+def _full_stop(text: str) -> str:
     return text if text.endswith(".") else text + "."
 
 
 def bad_value(call: str, argument: str, message: str) -> BadValue:
-    return BadValue(f"{call}: {_sentence(message)}", call=call, argument=argument)
+    return BadValue(f"{call}: {_full_stop(message)}", call=call, argument=argument)
 
 
 def bad_type(call: str, argument: str, message: str) -> BadType:
-    return BadType(f"{call}: {_sentence(message)}", call=call, argument=argument)
+    return BadType(f"{call}: {_full_stop(message)}", call=call, argument=argument)
 
 
 def limit_error(call: str, argument: str, value, rule: str) -> BadValue | BadType:
