@@ -94,12 +94,6 @@ class ActivityFailed(DurableLabError):
     #: it beside the event, and a temporary notebook file name would make the bytes vary).
     call_site: str | None = None
 
-    def __str__(self) -> str:
-        lines = self.message.split("\n")
-        if self.call_site and len(lines) > 2:
-            lines.insert(2, f"  called at:  {self.call_site}")
-        return "\n".join(lines)
-
 
 class CompensationFailed(ActivityFailed):
     """A saga's compensation failed for good and nobody answered its escalation signal

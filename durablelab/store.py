@@ -223,7 +223,8 @@ def _event_fields(body: str) -> list | None:
         fields = json.loads(body)
     except (TypeError, ValueError):
         return None
-    if not isinstance(fields, list) or len(fields) != len(EVENT_COLS) - 2:
+    if not isinstance(fields, list) or not (  # bodies written before `args` lack it
+            len(EVENT_COLS_V2) - 2 <= len(fields) <= len(EVENT_COLS) - 2):
         return None
     return fields
 
