@@ -422,11 +422,11 @@ class Engine(Activities):
             self._load_ended(source)
         end = len(source.history) + 1
         if isinstance(at, bool) or not isinstance(at, int) or not 1 <= at <= end:
-            raise ValueError(f"fork({run_id!r}, at={at!r}): at must be a history position "
-                             f"from 1 to {end} (run {run_id!r} has {end - 1} events; at="
-                             f"{end} replays them all and goes on from there)")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-            raise TypeError(f"fork({run_id!r}): seed={seed!r} must be an int")
+            raise bad_value(f"fork({run_id!r}, at={at!r})", "at", f"at must be a history position "
+                            f"from 1 to {end} (run {run_id!r} has {end - 1} events; at="
+                            f"{end} replays them all and goes on from there)")
+        if seed is not None:
+            check_seed(seed, f"fork({run_id!r})")
         name = source.workflow if workflow is None else workflow_name(workflow)
         plan = source.faults if faults is None else self._plan(faults)
         options = json.loads(source.options_json) if source.options_json else {}
