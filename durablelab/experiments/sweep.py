@@ -438,13 +438,34 @@ def _serial(spec: Spec, todo: list[int], results: Results, bar) -> None:
         runner.close()
 
 
+class _Gathered:
+    """Jobs' rows collected per cell as they come back, in any order; a cell is written to
+    the results (one transaction) once its last job is in."""
+
+    def __init__(self, spec: Spec, jobs: list[tuple], results: Results, bar):
+        self.spec, self.results, self.bar = spec, results, bar
+        self.waiting: dict[int, int] = {}
+        for cell, _ in jobs:
+            self.waiting[cell] = self.waiting.get(cell, 0) + 1
+        self.rows: dict[int, tuple[list, dict]] = {cell: ([], {}) for cell in self.waiting}
+
+    def add(self, cell: int, rows: list, load: dict) -> None:
+        mine = self.rows[cell]
+        mine[0].extend(rows)
+        for key, n in load.items():
+            mine[1][key] = mine[1].get(key, 0) + n
+        self.bar.update(len(rows))
+        self.waiting[cell] -= 1
+        if self.waiting[cell] == 0:
+            self.results.write_cell(cell, self.spec, *self.rows.pop(cell))
+
+
 def _parallel(spec: Spec, spec_bytes: bytes, todo: list[int], results: Results, bar,
               processes: int) -> None:
     per_cell = len(spec.inputs) * len(spec.seeds)
     size = max(1, min(500, math.ceil(per_cell * len(todo) / (processes * 8))))
     jobs = [job for cell in todo for job in _chunks(spec, cell, size)]
-    pending = {cell: sum(1 for j in jobs if j[0] == cell) for cell in todo}
-    gathered: dict[int, tuple[list, dict]] = {cell: ([], {}) for cell in todo}
+    cells = _Gathered(spec, jobs, results, bar)
     context = multiprocessing.get_context("fork" if "fork" in
                                           multiprocessing.get_all_start_methods() else "spawn")
     pool = cf.ProcessPoolExecutor(processes, mp_context=context, initializer=_init_worker,
@@ -452,15 +473,7 @@ def _parallel(spec: Spec, spec_bytes: bytes, todo: list[int], results: Results, 
     try:
         futures = [pool.submit(_job_in_worker, job) for job in jobs]
         for future in cf.as_completed(futures):
-            cell, rows, load = future.result()
-            mine = gathered[cell]
-            mine[0].extend(rows)
-            for key, n in load.items():
-                mine[1][key] = mine[1].get(key, 0) + n
-            bar.update(len(rows))
-            pending[cell] -= 1
-            if pending[cell] == 0:
-                results.write_cell(cell, spec, *gathered.pop(cell))
+            cells.add(*future.result())
     except BaseException:
         pool.shutdown(wait=False, cancel_futures=True)
         raise
@@ -483,22 +496,13 @@ def job_on_executor(spec_bytes: bytes, job: tuple) -> tuple:
 def _distributed(spec: Spec, spec_bytes: bytes, todo: list[int], results: Results, bar,
                  executor: cf.Executor) -> None:
     jobs = [job for cell in todo for job in _chunks(spec, cell, EXECUTOR_JOB_RUNS)]
-    waiting = {cell: sum(1 for j in jobs if j[0] == cell) for cell in todo}
-    gathered: dict[int, tuple[list, dict]] = {cell: ([], {}) for cell in todo}
+    cells = _Gathered(spec, jobs, results, bar)
     pending = {executor.submit(job_on_executor, spec_bytes, job) for job in jobs}
     try:
         while pending:
             done, pending = cf.wait(pending, return_when=cf.FIRST_COMPLETED)
             for future in done:
-                cell, rows, load = future.result()
-                mine = gathered[cell]
-                mine[0].extend(rows)
-                for key, n in load.items():
-                    mine[1][key] = mine[1].get(key, 0) + n
-                bar.update(len(rows))
-                waiting[cell] -= 1
-                if waiting[cell] == 0:
-                    results.write_cell(cell, spec, *gathered.pop(cell))
+                cells.add(*future.result())
             # Drop finished futures: a Dask future stays alive (and its result in a
             # worker's memory, to be recomputed if that worker dies) while one refers to it.
             del done, future
