@@ -31,10 +31,19 @@ from test_sweep import MIXED  # noqa: E402
 def client():
     # Workers are spawned processes: they import the workflow, the world and the job
     # wrapper by name, so they need this folder and the package on their path.
+    # Set only while the workers start: a later test's pip would take the checkout on
+    # PYTHONPATH for an installed durablelab.
+    before = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join(
-        [str(TESTS), str(TESTS.parent), os.environ.get("PYTHONPATH", "")])
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       host="127.0.0.1", dashboard_address="127.0.0.1:0")
+        [str(TESTS), str(TESTS.parent), before or ""])
+    try:
+        cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                           host="127.0.0.1", dashboard_address="127.0.0.1:0")
+    finally:
+        if before is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = before
     client = distributed.Client(cluster)
     yield client
     client.close()
