@@ -47,3 +47,10 @@ def patched_onboard_vendor(ctx: dl.Context, request: dict) -> dict:
         ctx.activity("send_welcome", send_welcome, vendor["id"], fields["legal_name"],
                      policy=IO)
     return {"status": "active", "vendor_id": vendor["id"], "payee_id": payee["id"]}
+
+#: What `dl.exercises.check` takes for each exercise (tests/test_exercises.py checks them all).
+ANSWERS = {
+    "01.2": approval_timed_out,
+    "01.3": lambda: REASONS,
+    "01.4": lambda: patched_onboard_vendor,
+}

@@ -12,3 +12,6 @@ def approval(ctx: dl.Context, request: dict) -> dict:
     if decision is None:
         return {"approved": False, "timed_out": True}
     return {"approved": decision["approved"], "timed_out": False}
+
+#: What `dl.exercises.check` takes for each exercise (tests/test_exercises.py checks them all).
+ANSWERS = {"04.2": lambda: START_TO_CLOSE, "04.5": lambda: approval}

@@ -10,8 +10,8 @@ engine on the learner's answer, so what it says is what the engine does, not a s
     assert verdict     # true when everything is right
 
 Checkers live one module per lesson (`lesson01`, `lesson03`, ...), each registering its
-exercises with `@exercise("NN.k", "title")`; a new lesson adds a module and imports it
-below. The solutions are kept out of the package, in the checkout's ``solutions/`` folder.
+exercises with `@exercise("NN.k", "title")`; every `lessonNN` module in this package is
+imported below, so a new lesson only adds its module. The solutions are kept out of the package, in the checkout's ``solutions/`` folder.
 """
 
 from __future__ import annotations
@@ -97,6 +97,14 @@ def listing() -> str:
     return "\n".join(f"{e.id}  {e.title}: give {e.asks}" for _, e in sorted(EXERCISES.items()))
 
 
-from . import lesson01, lesson03, lesson04  # noqa: E402,F401  (they register themselves)
+def _register_lessons() -> None:
+    import importlib
+    import pkgutil
+    for module in sorted(m.name for m in pkgutil.iter_modules(__path__)):
+        if module.startswith("lesson"):
+            importlib.import_module(f"{__name__}.{module}")     # registers its exercises
+
+
+_register_lessons()
 
 __all__ = ["check", "exercise", "listing", "Verdict", "Exercise", "EXERCISES", "Stop"]
