@@ -17,14 +17,19 @@ An attempt passes these points in order, and each can end it:
    attempt plus the delay before the next one; then `after_record` crashes may fire and
    the run's budget is checked.
 
-This module is a mixin of `Engine`; it only reads and writes through the engine's state.
+The engine owns one `AttemptRunner` and hands it a `Host`: the few things of the engine an
+attempt may touch (the clock, the store, the runs, how to record, when to schedule). The
+engine calls back in at four places only: `execute` (a new `ctx.activity`), `finish` (an
+attempt that was in flight has ended), `die` (the worker's death), and the crash points armed
+during a wait (`arm_crash_during_wait`, `crash_during_wait`).
 """
 
 from __future__ import annotations
 
 import inspect
 import json
-from typing import Any, Callable
+import weakref
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from . import heartbeat
 from . import history as h
@@ -35,6 +40,11 @@ from .errors import (BudgetExceeded, DurableLabError, ModelOutputError, NonRetry
                      RateLimited, Transient, activity_failed)
 from .faults import Crash, Hang, Latency, Malformed, Timeout, draw
 from .retry import classify, next_delay
+
+if TYPE_CHECKING:
+    from .clock import VirtualClock, WallClock
+    from .engine import RunState
+    from .store import Store
 
 
 class WorkerCrash(BaseException):
@@ -85,15 +95,50 @@ def accepts(fn: Callable) -> tuple[bool, bool]:
     return found
 
 
-class Activities:
-    """The part of `Engine` that runs activity attempts and injects faults into them."""
+class Host(Protocol):
+    """The engine as an `AttemptRunner` sees it: everything an attempt may read or change.
+    `Engine` is one; `tests/test_engine_layout.py` checks the runner uses nothing else."""
 
-    def _execute_activity(self, state, cursor: h.Cursor, req: dict) -> Any:
+    #: the engine's clock (read each time: a sweep gives its engine a new one per run).
+    clock: "VirtualClock | WallClock"
+    #: where facts about the world go at once in every durability mode: fault firings,
+    #: crashes, heartbeats, the usage of broken model answers.
+    store: "Store"
+    #: every loaded run by id: a worker's death loses all their attempts in flight.
+    _runs: "dict[str, RunState]"
+
+    def _append(self, state, cursor: h.Cursor, event: h.Event) -> h.Event:
+        """Record a history event (committed when the durability mode says)."""
+
+    def _write(self, state, table: str, row: tuple) -> None:
+        """Record a row of another history table, e.g. a failed attempt (the same way)."""
+
+    def _free_until(self, instant: float) -> bool:
+        """Whether nothing else is due up to `instant`, so an attempt ending then may end
+        inline (the clock jumps there) instead of suspending its run."""
+
+    def _schedule(self, state, due_at: float, action: str, arg=None,
+                  new_generation: bool = True) -> None:
+        """Put an action for the run on the engine's heap (here: a crash during a wait)."""
+
+
+class AttemptRunner:
+    """Runs activity attempts and injects faults into them, for the engine that owns it."""
+
+    def __init__(self, host: Host):
+        # Weakly held: the engine owns its runner, and an engine dropped without close()
+        # is freed at once, with its DuckDB connection, as it would be without one.
+        self.host: Host = weakref.proxy(host)
+        #: activity name -> BreakerState: the worker's circuit breakers, shared by its runs.
+        self.breakers: dict[str, BreakerState] = {}
+
+    def execute(self, state, cursor: h.Cursor, req: dict) -> Any:
         """Run one attempt of a new activity, then finish it (or leave it in flight)."""
         name, policy, site = req["name"], req["policy"], req["site"]
         position = cursor.position + 1
         text = h.canonical(req["args"], req["kwargs"], "ctx.activity", site, name)
-        now = self.clock.now()
+        clock = self.host.clock
+        now = clock.now()
         previous = state.attempts.get(position, [])
         if previous:
             last = previous[-1]
@@ -144,15 +189,14 @@ class Activities:
             if ended == float("inf"):   # no time-out will ever end it: the run hangs
                 state.inflight = outcome
                 raise Suspend(None, "activity", name=name, position=position, attempt=attempt)
-            if not self.clock.virtual:
-                self.clock.sleep_until(ended)
-            elif (not self._heap or self._heap[0][0] > ended) and (
-                    self._bound is None or ended <= self._bound):
-                self.clock.advance_to(ended)  # nothing else happens meanwhile: carry on inline
+            if not clock.virtual:
+                clock.sleep_until(ended)
+            elif self.host._free_until(ended):
+                clock.advance_to(ended)  # nothing else happens meanwhile: carry on inline
             else:
                 state.inflight = outcome
                 raise Suspend(ended, "activity", name=name, position=position, attempt=attempt)
-        return self._finish_attempt(state, cursor, outcome)
+        return self.finish(state, cursor, outcome)
 
     def _draw_faults(self, state, name, position, attempt):
         """(added latency, the rule that decides the attempt or None)."""
@@ -163,7 +207,8 @@ class Activities:
             rng = self._fires(state, index, rule, position, attempt)
             if rng is None:
                 continue
-            self.store.insert("faults", self._record_fault(state, index, rule, position, attempt))
+            row = self._record_fault(state, index, rule, position, attempt)
+            self.host.store.insert("faults", row)
             if isinstance(rule, Latency):
                 latency += rule.draw(rng)
             else:
@@ -186,9 +231,9 @@ class Activities:
     def _breaker(self, name: str, policy) -> BreakerState | None:
         if policy.breaker is None:
             return None
-        state = self._breakers.get(name)
+        state = self.breakers.get(name)
         if state is None or state.config != policy.breaker:
-            state = self._breakers[name] = BreakerState(policy.breaker)
+            state = self.breakers[name] = BreakerState(policy.breaker)
         return state
 
     def _call(self, state, req: dict, position: int, previous: list):
@@ -201,7 +246,7 @@ class Activities:
         if takes_feedback and previous and previous[-1][7] == "ModelOutputError":
             kwargs["feedback"] = previous[-1][8]
         try:
-            with heartbeat.attempt(self.store, self.clock, state.run_id, position,
+            with heartbeat.attempt(self.host.store, self.host.clock, state.run_id, position,
                                    len(previous) + 1, name):
                 result = fn(*req["args"], **kwargs)
         except Exception as exc:
@@ -222,10 +267,10 @@ class Activities:
                 f"only hold JSON. Return plain data (a dict, list, str, number).",
                 cause_class="SerializationError")
 
-    def _finish_attempt(self, state, cursor: h.Cursor, o: dict) -> Any:
+    def finish(self, state, cursor: h.Cursor, o: dict) -> Any:
         """Record an attempt's end: the activity's event, or a failed attempt and its retry."""
         error, name, position, attempt = o["error"], o["name"], o["position"], o["attempt"]
-        breaker = self._breakers.get(name)
+        breaker = self.breakers.get(name)
         if breaker is not None and o["policy"].breaker is not None:
             refused = error is not None and error.cause_class == "CircuitOpen"
             if not refused:
@@ -235,7 +280,7 @@ class Activities:
                             o["ended_at"], attempt, o["started_at"], "ok",
                             call_site=o["call_site"], args=h.shown_args(o["text"]))
             event.matched_args = json.loads(o["text"])
-            self._append(state, cursor, event)
+            self.host._append(state, cursor, event)
             self._maybe_crash(state, "after_record", name, position, attempt)
             result = json.loads(o["value_json"])
             self._check_budget(state, name, position)
@@ -264,7 +309,7 @@ class Activities:
                    outcome_of(error), error.error_class, error.message, delay,
                    policy.max_attempts)
             state.attempts.setdefault(position, []).append(row)
-            self._write(state, "attempts", row)
+            self.host._write(state, "attempts", row)
             if burnt:
                 self._check_budget(state, name, position)
             raise Suspend(o["ended_at"] + delay, "retry", name=name, position=position,
@@ -276,7 +321,7 @@ class Activities:
                         outcome_of(error), error.error_class, error.message,
                         call_site=o["call_site"], args=h.shown_args(o["text"]))
         event.matched_args = json.loads(o["text"])
-        self._append(state, cursor, event)
+        self.host._append(state, cursor, event)
         self._maybe_crash(state, "after_record", name, position, attempt)
         if burnt:
             self._check_budget(state, name, position)
@@ -289,11 +334,11 @@ class Activities:
         if state.budget is None or not isinstance(usage, dict):
             return False
         state.spend.burn(usage)
-        burnt = json.loads(self.store.burnt(state.run_id) or "{}")
+        burnt = json.loads(self.host.store.burnt(state.run_id) or "{}")
         for key in ("input_tokens", "output_tokens", "cost"):
             burnt[key] = burnt.get(key, 0) + usage.get(key, 0)
         burnt["calls"] = burnt.get("calls", 0) + 1
-        self.store.save_burnt(state.run_id, json.dumps(burnt, sort_keys=True))
+        self.host.store.save_burnt(state.run_id, json.dumps(burnt, sort_keys=True))
         return True
 
     def _check_budget(self, state, name: str, position: int) -> None:
@@ -319,7 +364,7 @@ class Activities:
     def _record_fault(self, state, index, rule, position, attempt) -> tuple:
         """Note a firing in memory and return its row; the caller commits it."""
         row = (state.run_id, index, type(rule).__name__, getattr(rule, "point", None),
-               position, attempt, self.clock.now())
+               position, attempt, self.host.clock.now())
         state.fault_rows.append(row)
         return row
 
@@ -333,17 +378,17 @@ class Activities:
     def _crash_at(self, state, index, rule, position, attempt) -> None:
         fault = self._record_fault(state, index, rule, position, attempt)
         cause = f"Crash rule {index} ({rule.activity!r} at {rule.point})"
-        self._die(cause, state.run_id, position, rule.point, faults=[fault])
+        self.die(cause, state.run_id, position, rule.point, faults=[fault])
 
-    def _die(self, cause: str, run_id=None, position=None, point=None, faults=()) -> None:
+    def die(self, cause: str, run_id=None, position=None, point=None, faults=()) -> None:
         """Commit the facts of a worker's death, then unwind to the scheduler. Attempts in
         flight are lost with the worker; one that promised heartbeats (or has a
         start-to-close) is noticed as lost when the next heartbeat (or the time-out) is
         missed, and recorded as a timed-out attempt, so its retry waits until then; any
         other is recorded as crashed and runs again as soon as a fresh worker is up."""
-        now = self.clock.now()
-        lost = [row for row in map(self._lost_attempt, self._runs.values()) if row]
-        self.store.write({"faults": list(faults), "attempts": lost,
+        now = self.host.clock.now()
+        lost = [row for row in map(self._lost_attempt, self.host._runs.values()) if row]
+        self.host.store.write({"faults": list(faults), "attempts": lost,
                           "crashes": [(now, run_id, position, point, cause)]})
         raise WorkerCrash(cause)
 
@@ -352,7 +397,7 @@ class Activities:
         o = state.inflight
         if o is None:
             return None
-        now = self.clock.now()
+        now = self.host.clock.now()
         if o["heartbeat"] is not None:      # the last heartbeat went out just before death
             noticed, how = now + o["heartbeat"], f"no heartbeat within {o['heartbeat']:g}s"
         elif o["start_to_close"] is not None:
@@ -367,19 +412,20 @@ class Activities:
                 f"the worker running this attempt died; noticed by {how}", 0.0,
                 o["policy"].max_attempts)
 
-    def _arm_crash_during_wait(self, state, suspend: Suspend) -> None:
+    def arm_crash_during_wait(self, state, suspend: Suspend) -> None:
         if state.faults is None:
             return
         for index, rule in state.faults.applicable(suspend.name, suspend.attempt, "during_wait",
                                                    suspend.position):
             if self._fires(state, index, rule, suspend.position, suspend.attempt):
-                now = self.clock.now()
+                now = self.host.clock.now()
                 at = now if suspend.due_at is None else now + (suspend.due_at - now) / 2
-                self._schedule(state, at, "crash", (index, suspend.position, suspend.attempt),
-                               new_generation=False)
+                self.host._schedule(state, at, "crash",
+                                    (index, suspend.position, suspend.attempt),
+                                    new_generation=False)
                 return
 
-    def _crash_during_wait(self, state, index: int, position: int, attempt: int) -> None:
+    def crash_during_wait(self, state, index: int, position: int, attempt: int) -> None:
         rule = state.faults.rules[index]
         if self._fires(state, index, rule, position, attempt) is not None:
             self._crash_at(state, index, rule, position, attempt)

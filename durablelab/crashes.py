@@ -226,7 +226,7 @@ class _Runner:
         view = _RunView(engine, run_id)
         holds, why = _check(self.invariant, view, here)
         run = view if holds else view.full()    # a broken row keeps its Run
-        if view.status not in FINAL or engine._breakers:
+        if view.status not in FINAL or engine._attempts.breakers:
             run = view.full()
             self.close()
         return run, holds, why, view.crashes_fired

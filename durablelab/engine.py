@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from . import history as h
-from .activities import Activities, StopRun, WorkerCrash
+from .activities import AttemptRunner, StopRun, WorkerCrash
 from .budget import Budget, Spend
 from .clock import VirtualClock
 from .context import Context, ContinueAsNew, Suspend
@@ -198,7 +198,7 @@ def _location(exc: BaseException) -> str | None:
     return found
 
 
-class Engine(Activities):
+class Engine:
     """Runs durable workflows over a DuckDB history.
 
     Args:
@@ -283,8 +283,11 @@ class Engine(Activities):
         self._seq = 0
         self._bound: float | None = None
         self._telemetry: list[tuple] = []
-        self._breakers: dict = {}     # activity name -> BreakerState, shared by all runs
         self._plans: dict[str, FaultPlan] = {}   # stored plan JSON -> the plan
+        #: runs activity attempts; it sees this engine only as an `activities.Host`.
+        self._attempts = AttemptRunner(self)
+        # The one call a Context makes to run an activity, straight to the runner.
+        self._execute_activity = self._attempts.execute
         for fn in workflows:
             _register(fn, stacklevel=2)
         self._load(opening=True)
@@ -470,7 +473,7 @@ class Engine(Activities):
         work are lost; a fresh worker then reloads every unfinished run from the store."""
         self._check_writable("crash")
         try:
-            self._die("engine.crash()")
+            self._attempts.die("engine.crash()")
         except WorkerCrash:
             self._recover()
 
@@ -715,6 +718,12 @@ class Engine(Activities):
         self._seq += 1
         heapq.heappush(self._heap, (due_at, self._seq, state.run_id, state.gen, action, arg))
 
+    def _free_until(self, instant: float) -> bool:
+        """Nothing else is due up to `instant` and the loop may run that far: an attempt
+        ending then ends inline, without suspending its run (see `activities.Host`)."""
+        return (not self._heap or self._heap[0][0] > instant) and (
+            self._bound is None or instant <= self._bound)
+
     def _loop(self, bound: float | None) -> None:
         self._bound = bound
         try:
@@ -735,7 +744,7 @@ class Engine(Activities):
                     elif action == "timeout":
                         self._time_out(state)
                     else:
-                        self._crash_during_wait(state, *arg)
+                        self._attempts.crash_during_wait(state, *arg)
                 except WorkerCrash:
                     self._recover()
         finally:
@@ -814,7 +823,7 @@ class Engine(Activities):
         else:
             state.gen += 1
             state.due_at = None
-        self._arm_crash_during_wait(state, suspend)
+        self._attempts.arm_crash_during_wait(state, suspend)
 
     def _complete(self, state: RunState) -> None:
         """An attempt that was in flight has ended: record it, then wake the run."""
@@ -822,7 +831,7 @@ class Engine(Activities):
         cursor = h.Cursor(state.history, state.run_id, state.workflow)
         cursor.position = len(state.history)
         try:
-            self._finish_attempt(state, cursor, outcome)
+            self._attempts.finish(state, cursor, outcome)
             self._schedule(state, self.clock.now(), "wake", "activity")
         except ActivityFailed:
             self._schedule(state, self.clock.now(), "wake", "activity")

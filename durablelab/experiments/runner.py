@@ -184,7 +184,7 @@ class Isolated:
         self.used += 1
         clock = engine.clock = VirtualClock()       # every run starts at t=0
         world = world_factory(clock) if world_factory is not None else None
-        engine._breakers = {}                       # a breaker is the worker's, per run here
+        engine._attempts.breakers = {}              # a breaker is the worker's, per run here
         engine._worlds = {run_id: world} if world is not None else {}
         engine.start(workflow, input_value, run_id=run_id, faults=plan, seed=seed,
                      timeout=timeout, policies=policies)

@@ -1,0 +1,91 @@
+"""The engine's parts meet through declared interfaces, so each reads on its own.
+
+The attempt runner (`durablelab/activities.py`) touches the engine only through
+`activities.Host`: these tests read its source and fail when it reaches for anything the
+protocol does not declare, or when `Engine` stops providing what the protocol declares.
+"""
+
+import ast
+import inspect
+
+import durablelab as dl
+from durablelab import activities
+from durablelab.activities import AttemptRunner, Host
+
+
+def host_members() -> set[str]:
+    declared = set(Host.__annotations__)
+    declared |= {name for name, value in vars(Host).items()
+                 if inspect.isfunction(value) and not name.startswith("__")}
+    return declared
+
+
+def used_on_host() -> set[str]:
+    """Every name the runner's source reads or calls as `self.host.<name>`."""
+    tree = ast.parse(inspect.getsource(activities))
+    used = set()
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute)
+                and node.value.attr == "host" and isinstance(node.value.value, ast.Name)
+                and node.value.value.id == "self"):
+            used.add(node.attr)
+    return used
+
+
+def test_attempt_runner_uses_only_what_host_declares():
+    used = used_on_host()
+    assert used, "the runner no longer reads its host as self.host.<name>: update this test"
+    assert used <= host_members(), f"not declared in activities.Host: {used - host_members()}"
+
+
+def test_attempt_runner_keeps_no_other_engine_state():
+    """Besides its host, the runner's `self` holds its breakers and its own methods only."""
+    tree = ast.parse(inspect.getsource(AttemptRunner))
+    own = {"host", "breakers"} | {name for name, value in vars(AttemptRunner).items()
+                                  if inspect.isfunction(value)}
+    used = {node.attr for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+            and node.value.id == "self"}
+    assert used <= own, f"AttemptRunner reads {used - own} off itself: declare it in Host"
+
+
+def test_engine_provides_every_host_member():
+    engine = dl.Engine()
+    try:
+        missing = {name for name in host_members() if not hasattr(engine, name)}
+        assert not missing, f"Engine lacks activities.Host members {missing}"
+        for name, value in vars(Host).items():
+            if inspect.isfunction(value) and not name.startswith("__"):
+                want = list(inspect.signature(value).parameters)
+                have = ["self", *inspect.signature(getattr(engine, name)).parameters]
+                assert have == want, f"Engine.{name}{have} does not match Host.{name}{want}"
+    finally:
+        engine.close()
+
+
+def test_engine_owns_one_attempt_runner_and_no_mixin():
+    engine = dl.Engine()
+    try:
+        assert isinstance(engine._attempts, AttemptRunner)
+        assert dl.Engine.__mro__ == (dl.Engine, object)
+    finally:
+        engine.close()
+
+
+def test_an_engine_dropped_without_close_is_freed_at_once(tmp_path):
+    import gc
+    import weakref
+
+    def flow(ctx, x):
+        return ctx.activity("one", lambda: 1)
+
+    gc.disable()
+    try:
+        engine = dl.Engine(tmp_path / "runs.duckdb")
+        engine.start(flow, None)
+        engine.run_until_idle()
+        ref = weakref.ref(engine)
+        del engine
+        assert ref() is None, "something in the engine refers back to it (a cycle)"
+    finally:
+        gc.enable()
