@@ -42,6 +42,8 @@ from .errors import (ActivityFailed, DeterminismGuardError, DuplicateRunError,
 from .faults import FaultPlan
 from .retry import Overrides
 from .guard import Guard
+from .snapshot import (AttemptRow, CrashFault, CrashRow, EventRow, InFlight, RunSnapshot,
+                       WakeupRow)
 from .store import RUN_COLS, Store, event_row
 
 DURABILITY = ("sync", "batch", "exit")
@@ -170,6 +172,29 @@ class RunState:
         return (self.run_id, self.workflow, self.input_json, self.seed, self.faults_json,
                 self.options_json, self.parent_run_id, "running", None, None, self.started_at,
                 None)
+
+
+def snapshot_of(state: RunState, crash_rows: list[tuple]) -> RunSnapshot:
+    """A run's state copied out as the immutable facts a view reads (see `RunSnapshot`);
+    `crash_rows` are the `crashes` rows of worker deaths during its life."""
+    o = state.inflight
+    return RunSnapshot(
+        run_id=state.run_id, workflow=state.workflow, status=state.status,
+        input_json=state.input_json, result_json=state.result_json, error=state.error,
+        seed=state.seed, started_at=state.started_at, ended_at=state.ended_at,
+        parent_run_id=state.parent_run_id, workflow_registered=state.fn is not None,
+        events=tuple(EventRow(e.position, e.kind, e.name, e.ok, e.value, e.digest,
+                              e.recorded_at, e.attempt, e.started_at, e.outcome,
+                              e.error_class, e.error, e.call_site, e.args)
+                     for e in state.history),
+        retried=tuple(AttemptRow(*row[1:]) for rows in state.attempts.values()
+                      for row in rows),
+        crash_faults=tuple(CrashFault(f[4], f[5], f[3], f[6]) for f in state.fault_rows
+                           if f[2] == "Crash"),
+        inflight=None if o is None else InFlight(o["position"], o["name"], o["attempt"],
+                                                 o["started_at"]),
+        wakeups=tuple(WakeupRow(*row[1:]) for row in state.wakeups),
+        crashes=tuple(CrashRow(*row) for row in crash_rows))
 
 
 _OVERRIDES: dict[str, Overrides] = {}
@@ -385,13 +410,21 @@ class Engine:
     def run(self, run_id: str):
         """A read-only `Run` view: status, result, error, history, attempts, wake-ups."""
         from .run import Run
+        return Run.from_snapshot(self.snapshot(run_id))
+
+    def snapshot(self, run_id: str) -> RunSnapshot:
+        """The facts of run `run_id` as this engine sees them (committed or not), copied
+        out as an immutable `RunSnapshot`: what `run()` builds its `Run` from, and what any
+        view reads instead of the engine's working state. Cheaper than `run()` when a view
+        needs no DataFrames. Raises `RunNotFoundError` for an unknown run, and the run's
+        `DamagedRunError` for a run set aside as unreadable."""
         self._check_open()
         state = self._state(run_id)
         if state.history is None:
             self._load_ended(state)
         if state.damage is not None:
             raise state.damage
-        return Run.from_state(state, self._crash_rows(state))
+        return snapshot_of(state, self._crash_rows(state))
 
     def runs(self):
         """A DataFrame of every run in the store, as this engine sees them; `forked_from`

@@ -122,7 +122,7 @@ RUN_FIELDS = {"run_id": "str", "workflow": "str", "status": "str", "input": "jso
               "frames": "object"}
 HEADER_FIELDS = {"format": "str", "version": "int", "created_by": "str", "runs": "int"}
 # Dtypes a load restores after inference: nullable integers, numbers and pandas' "string".
-# Everything else is re-inferred from the values, exactly as `Run.from_state` builds the
+# Everything else is re-inferred from the values, exactly as `Run.from_snapshot` builds the
 # frames. Not "str" (pandas 2 would turn None into "None") nor "bool" (None into False).
 RESTORED_DTYPES = {"Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16", "UInt32", "UInt64",
                    "Float32", "Float64", "boolean", "string", "int64", "int32", "float64",
@@ -632,7 +632,7 @@ class _Reader:
             notes=tuple(data["notes"]), **frames)
 
     def frame(self, run_id, name, rows, spec) -> pd.DataFrame:
-        """The frame as `Run.from_state` builds it: rows of plain values, dtypes inferred
+        """The frame as `Run.from_snapshot` builds it: rows of plain values, dtypes inferred
         by pandas, then the nullable integer columns restored."""
         frame = pd.DataFrame(rows, columns=spec["columns"])
         inferred = [str(t) for t in frame.dtypes]

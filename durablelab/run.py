@@ -1,6 +1,8 @@
 """Run: a read-only view of one run, as pandas DataFrames.
 
-Views read what the engine or the store holds; they never change it. Frames:
+Views read what the engine or the store holds; they never change it, and never read the
+engine's working state: the engine hands out a frozen `RunSnapshot` of a run's facts
+(`Engine.snapshot`), and `Run.from_snapshot` lays it out as frames. Frames:
 
 - `history`: one row per event: position, kind, name, ok, value (decoded JSON), digest,
   recorded_at, attempt, outcome, error_class, call_site ('file:line' of the ctx call), args
@@ -68,10 +70,13 @@ class Run:
         return run_html(self)
 
     @classmethod
-    def from_state(cls, state, crash_rows: list[tuple]) -> "Run":
+    def from_snapshot(cls, snapshot) -> "Run":
+        """The view of a `RunSnapshot` (what `Engine.snapshot` hands out): its facts laid
+        out as the frames above. `Engine.run(run_id)` is
+        ``Run.from_snapshot(engine.snapshot(run_id))``."""
         events = [(e.position, e.kind, e.name, e.ok, e.loads(), e.digest, e.recorded_at,
                    e.attempt, e.outcome, e.error_class, e.call_site, e.args)
-                  for e in state.history]
+                  for e in snapshot.events]
         try:
             history = pd.DataFrame(events, columns=HISTORY_COLUMNS)
         except UnicodeEncodeError:   # a value holding a lone surrogate ("\ud800"), which a
@@ -82,17 +87,18 @@ class Run:
         # A crash during a wait is not an attempt (it is in `crashes`). The last item orders
         # rows that share a start: a crash before or during an attempt comes before the
         # attempt that replaced it; one after its record, after.
-        rows = [(*row[1:], 1) for rows in state.attempts.values() for row in rows]
+        rows = [(*row, 1) for row in snapshot.retried]
         rows += [(e.position, e.name, e.attempt, e.started_at, e.recorded_at, e.outcome,
                   e.error_class, e.error, None, None, 1)
-                 for e in state.history if e.kind == "activity"]
-        names = {e.position: e.name for e in state.history}
-        rows += [(f[4], names.get(f[4], "?"), f[5], f[6], f[6], "crashed", None,
-                  f"worker crashed at {f[3]}", None, None, 2 if f[3] == "after_record" else 0)
-                 for f in state.fault_rows if f[2] == "Crash" and f[3] != "during_wait"]
-        if state.inflight is not None:   # started, not ended: in flight, or hung for good
-            o = state.inflight
-            rows.append((o["position"], o["name"], o["attempt"], o["started_at"], None,
+                 for e in snapshot.events if e.kind == "activity"]
+        names = {e.position: e.name for e in snapshot.events}
+        rows += [(f.position, names.get(f.position, "?"), f.attempt, f.fired_at, f.fired_at,
+                  "crashed", None, f"worker crashed at {f.point}", None, None,
+                  2 if f.point == "after_record" else 0)
+                 for f in snapshot.crash_faults if f.point != "during_wait"]
+        o = snapshot.inflight
+        if o is not None:   # started, not ended: in flight, or hung for good
+            rows.append((o.position, o.activity, o.attempt, o.started_at, None,
                          "in_flight", None, None, None, None, 3))
         attempts = pd.DataFrame(rows, columns=[*ATTEMPT_COLUMNS, "order"])
         attempts = (attempts.sort_values(["position", "started_at", "order", "attempt"],
@@ -100,16 +106,14 @@ class Run:
                     .drop(columns="order").reset_index(drop=True)
                     .astype({"attempt": "Int64", "max_attempts": "Int64"}))
         history = history.astype({"attempt": "Int64"})
-        wakeups = pd.DataFrame([row[1:] for row in state.wakeups], columns=WAKEUP_COLUMNS)
         return cls(
-            run_id=state.run_id, workflow=state.workflow, status=state.status,
-            input=json.loads(state.input_json),
-            result=None if state.result_json is None else json.loads(state.result_json),
-            error=state.error, seed=state.seed, started_at=state.started_at,
-            ended_at=state.ended_at, parent_run_id=state.parent_run_id, history=history,
-            attempts=attempts, wakeups=wakeups,
-            crashes=pd.DataFrame(crash_rows, columns=CRASH_COLUMNS),
-            workflow_registered=state.fn is not None)
+            run_id=snapshot.run_id, workflow=snapshot.workflow, status=snapshot.status,
+            input=snapshot.input, result=snapshot.result, error=snapshot.error,
+            seed=snapshot.seed, started_at=snapshot.started_at, ended_at=snapshot.ended_at,
+            parent_run_id=snapshot.parent_run_id, history=history, attempts=attempts,
+            wakeups=pd.DataFrame(list(snapshot.wakeups), columns=WAKEUP_COLUMNS),
+            crashes=pd.DataFrame(list(snapshot.crashes), columns=CRASH_COLUMNS),
+            workflow_registered=snapshot.workflow_registered)
 
     def __repr__(self) -> str:
         outcome = (f"result={self.result!r}" if self.status == "completed"
