@@ -571,7 +571,9 @@ def _rebuild(data: dict) -> DurableLabError:
 # Each builder words one error: what happened in one sentence, where, recorded versus
 # requested on aligned lines, what was and was not recorded, and the likely fix.
 
-_LESSON = "The lesson: notebooks/01_replay.ipynb, section 'Breaking replay'."
+_LESSON = ("The lessons: notebooks/01_replay.ipynb (section 'Breaking replay'), "
+           "09_non_determinism.ipynb (each way to break replay, and the guard) and "
+           "10_versioning.ipynb (deploying while runs wait).")
 
 _DIVERGENCE = {
     "different_call": (
