@@ -973,6 +973,8 @@ class Engine:
         return matching[k] if k < len(matching) else None
 
     def _recover(self) -> None:
-        """A fresh worker: forget everything in memory, reload what the store holds."""
+        """A fresh worker: forget everything in memory (circuit breakers too), reload what
+        the store holds."""
         self._flush_telemetry()
+        self._attempts.breakers = {}
         self._load()

@@ -103,3 +103,21 @@ def test_breaker_closes_after_a_success(engine):
 def test_breaker_config_is_checked():
     with pytest.raises(ValueError, match="failures=0"):
         dl.CircuitBreaker(failures=0)
+
+
+def test_a_crash_resets_the_breaker_as_a_new_worker_would(engine):
+    # The breaker's state is the worker's memory (breaker.py): a fresh worker starts closed.
+    calls = []
+    def service():
+        calls.append(engine.clock.now())
+        raise ConnectionError("down")
+    policy = dl.RetryPolicy(max_attempts=4, initial=5, backoff=1, jitter="none",
+                            breaker=dl.CircuitBreaker(failures=2, reset_after=60))
+    def wf(ctx, _):
+        return ctx.activity("service", service, policy=policy)
+    engine.start(wf, None)
+    engine.advance(7)
+    assert calls == [0.0, 5.0]          # open at 5: the attempt at 10 would fail fast
+    engine.crash()
+    engine.advance(10)
+    assert calls == [0.0, 5.0, 10.0, 15.0]   # closed again: both later attempts really call
