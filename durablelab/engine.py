@@ -42,11 +42,12 @@ from .errors import (ActivityFailed, DeterminismGuardError, DuplicateRunError,
 from .faults import FaultPlan
 from .retry import Overrides
 from .guard import Guard
+from .journal import JOURNALS
 from .snapshot import (AttemptRow, CrashFault, CrashRow, EventRow, InFlight, RunSnapshot,
                        WakeupRow)
 from .store import RUN_COLS, Store, event_row
 
-DURABILITY = ("sync", "batch", "exit")
+DURABILITY = tuple(JOURNALS)   # ("sync", "batch", "exit"): see durablelab/journal.py
 FINAL = ("completed", "failed", "continued")
 #: Statuses the store keeps for runs that have not ended. A diverged run is loaded and
 #: replayed like a running one: if the code now matches its history, it carries on.
@@ -236,6 +237,7 @@ class Engine:
         durability: "sync" commits each event before the code sees it; "batch" commits
             once per wake-up; "exit" commits a run's events only when it ends (and at a
             clean `close()`). Faster modes lose more to a crash: that trade-off is a lesson.
+            One journal object (`durablelab/journal.py`) holds all that differs.
         workflows: workflow functions this engine may resume, registered with the process
             (as `start()` and `@dl.workflow` register them). Only registered workflows run:
             an unfinished run whose workflow nobody registered keeps its recorded status,
@@ -277,7 +279,6 @@ class Engine:
         if read_only and path is None:
             raise read_only_needs_path()
         self.path = None if path is None else str(path)
-        self.durability = durability
         self.read_only = bool(read_only)
         self.clock = clock if clock is not None else VirtualClock()
         self._closed = False
@@ -292,6 +293,8 @@ class Engine:
             older.close()
             older._superseded = True
         self.store = Store(self.path, read_only=self.read_only)
+        #: when a run's recorded rows reach the store: all that the durability mode decides.
+        self._journal = JOURNALS[durability](self.store)
         if holder_key is not None and not self.read_only:
             _HOLDERS[holder_key] = self
         #: the simulated world workflow code reaches as `ctx.world` (see the class docstring).
@@ -318,6 +321,12 @@ class Engine:
         self._load(opening=True)
         if not self.read_only:   # a reader runs nothing, so a redefinition is no news to it
             _LIVE.add(self)
+
+    @property
+    def durability(self) -> str:
+        """The durability mode, "sync", "batch" or "exit": what the journal commits when
+        (`durablelab/journal.py`)."""
+        return self._journal.mode
 
     # --- public API ----------------------------------------------------------------------
     def start(self, workflow: Callable, input: Any = None, run_id: str | None = None,
@@ -522,7 +531,7 @@ class Engine:
             return
         try:
             for state in self._runs.values():
-                self._flush(state)
+                self._journal.flush(state)
             self._flush_telemetry()
             self.store.save_clock(self.clock.now())
         finally:
@@ -827,8 +836,8 @@ class Engine:
             self._note_wakeup(state)
             if not crashed and state.stored_error is not None and state.status != "diverged":
                 self._undiverge(state)
-            if not crashed and self.durability == "batch":
-                self._flush(state)
+            if not crashed:
+                self._journal.turn_ended(state)
 
     def _note_wakeup(self, state: RunState) -> None:
         """Add the row of the wake-up now ending (how much it replayed and recorded) to the
@@ -872,8 +881,7 @@ class Engine:
             self._suspend(state, suspend)
         except StopRun as stop:
             self._end(state, "failed", error=stop.error)
-        if self.durability == "batch":
-            self._flush(state)
+        self._journal.turn_ended(state)
 
     def _time_out(self, state: RunState) -> None:
         """The run's time-out has come: stop it wherever it stands."""
@@ -885,8 +893,7 @@ class Engine:
         state.inflight = None
         self._end(state, "failed", error=RunTimedOut.build(
             state.run_id, state.timeout, self.clock.now(), waiting))
-        if self.durability == "batch":
-            self._flush(state)
+        self._journal.turn_ended(state)
 
     def _diverge(self, state: RunState, exc: NonDeterminismError) -> None:
         """Park the run: nothing is recorded but the fact, which is committed at once in
@@ -921,27 +928,13 @@ class Engine:
         state.gen += 1
         end = (status, result_json, json.dumps(error.to_json()) if error else None,
                state.ended_at, state.run_id)
-        if self.durability == "sync":
-            # The run's last wake-up row, and any other telemetry, share the end's commit.
-            self._note_wakeup(state)
-            self.store.write({"wakeups": self._telemetry}, ends=[end])
-            self._telemetry = []
-        else:
-            state.pending_end = end
-            if self.durability == "exit":
-                self._flush(state)
+        self._note_wakeup(state)   # so the run's last wake-up row may share the end's commit
+        self._telemetry = self._journal.end(state, end, self._telemetry)
 
     # --- recording ------------------------------------------------------------------------
     def _write(self, state: RunState, table: str, row: tuple) -> None:
-        if self.durability == "sync":
-            self.store.insert(table, row)
-        else:
-            state.pending.setdefault(table, []).append(row)
-
-    def _flush(self, state: RunState) -> None:
-        if state.pending or state.pending_end:
-            self.store.write(state.pending, [state.pending_end] if state.pending_end else [])
-            state.pending, state.pending_end = {}, None
+        """A row of the run's history; the journal commits it when the mode says."""
+        self._journal.record(state, table, row)
 
     def _flush_telemetry(self) -> None:
         if self._telemetry:
@@ -953,7 +946,7 @@ class Engine:
         if state.budget is not None and event.kind == h.ACTIVITY:
             state.spend.add(event.loads() if event.ok else None)
         cursor.position += 1
-        self._write(state, "event_log", event_row(state.run_id, event))
+        self._journal.record(state, "event_log", event_row(state.run_id, event))
         return event
 
     def _record_event(self, state, cursor, kind, name, args, value_json, call_site) -> h.Event:

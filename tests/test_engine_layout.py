@@ -3,10 +3,14 @@
 The attempt runner (`durablelab/activities.py`) touches the engine only through
 `activities.Host`: these tests read its source and fail when it reaches for anything the
 protocol does not declare, or when `Engine` stops providing what the protocol declares.
+What differs between the durability modes lives in one journal (`durablelab/journal.py`):
+the engine never branches on the mode itself.
 """
 
 import ast
 import inspect
+
+import pytest
 
 import durablelab as dl
 from durablelab import activities
@@ -89,3 +93,25 @@ def test_an_engine_dropped_without_close_is_freed_at_once(tmp_path):
         assert ref() is None, "something in the engine refers back to it (a cycle)"
     finally:
         gc.enable()
+
+
+def test_the_engine_never_branches_on_the_durability_mode():
+    """What differs between sync, batch and exit lives in durablelab/journal.py only."""
+    import re
+
+    from durablelab import engine as engine_module
+    source = inspect.getsource(engine_module)
+    assert not re.search(r"durability\s*(==|!=|\bin\b)\s*[\"'(]", source)
+    mode = r"[\"'](sync|batch|exit)[\"']"
+    assert not re.search(rf"{mode}\s*(==|!=)|(==|!=)\s*{mode}", source)
+
+
+@pytest.mark.parametrize("mode", ["sync", "batch", "exit"])
+def test_each_durability_mode_has_its_journal(mode):
+    from durablelab.journal import JOURNALS
+    engine = dl.Engine(durability=mode)
+    try:
+        assert engine.durability == mode
+        assert type(engine._journal) is JOURNALS[mode]
+    finally:
+        engine.close()
