@@ -16,6 +16,10 @@ def approval_timed_out() -> dl.Run:
         return engine.run(run_id)
 
 
+#: 01.1: after_record the charge is recorded before the worker dies, so replay hands it back;
+#: before_activity nothing had been called yet. One call each, keys or not.
+ERP_CALLS = {"after_record": 1, "before_activity": 1}
+
 #: 01.3: removing a recorded step meets another step where it stood; a changed argument meets
 #: the same step with a different digest.
 REASONS = {"remove": "different_call", "argument": "different_arguments"}
@@ -50,6 +54,7 @@ def patched_onboard_vendor(ctx: dl.Context, request: dict) -> dict:
 
 #: What `dl.exercises.check` takes for each exercise (tests/test_exercises.py checks them all).
 ANSWERS = {
+    "01.1": lambda: ERP_CALLS,
     "01.2": approval_timed_out,
     "01.3": lambda: REASONS,
     "01.4": lambda: patched_onboard_vendor,

@@ -128,3 +128,45 @@ def patch_the_removal(fn):
         "a run started after the deploy still calls sanctions_screen")
     yield fresh.status == "completed", ("that new run completes" if fresh.status == "completed"
                                         else f"that new run is {fresh.status}")
+
+
+def _erp_calls(point: str) -> int:
+    """Calls the ERP gets when the worker dies at `point` of create_vendor, keys ignored."""
+    import durablelab as dl
+    from ..examples import onboarding
+    onboarding.world.reset(honor_keys=False)
+    try:
+        with dl.Engine() as engine:
+            run_id = engine.start(onboarding.onboard_vendor, {"vendor_id": "v-42"},
+                                  run_id="exercise-01.1", seed=7,
+                                  faults=[dl.faults.Crash("create_vendor", point=point)])
+            engine.signal(run_id, "approval", {"approved": True}, signal_id="click")
+            engine.run_until_idle()
+        return len(onboarding.world.erp.calls)
+    finally:
+        onboarding.world.reset(honor_keys=True)
+
+
+@exercise("01.1", "Move the crash",
+          "a dict {'after_record': calls, 'before_activity': calls}: the ERP's calls, keys "
+          "ignored")
+def move_the_crash(answer):
+    import numbers
+    if not isinstance(answer, dict) or not {"after_record", "before_activity"} <= set(answer):
+        raise Stop("give a dict {'after_record': calls, 'before_activity': calls}")
+    for point in ("after_record", "before_activity"):
+        given = answer[point]
+        if isinstance(given, bool) or not isinstance(given, numbers.Real):
+            yield False, f"{point}: give the number of calls in world.erp.calls"
+            continue
+        truth = _erp_calls(point)
+        if given == truth:
+            why = ("the record survived the crash, so replay hands it back"
+                   if point == "after_record" else
+                   "the worker died before calling; the one call is the recovered worker's")
+            yield True, f"{point}: {given:g} call; {why}"
+        elif given > truth:
+            yield False, (f"{point}: {given:g} calls is what the crash window costs; where "
+                          f"is this point, before or after the effect and its record?")
+        else:
+            yield False, f"{point}: {given:g} is not the number of calls in world.erp.calls"
