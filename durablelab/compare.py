@@ -41,8 +41,9 @@ def compare(runs) -> pd.DataFrame:
     ``experiment`` column first. Columns for runs (times in seconds of the engine's clock):
 
     - ``status``: running, waiting, completed, failed, continued or diverged.
-    - ``virtual_duration``: ``ended_at - started_at``; for an unfinished run, the latest
-      instant it recorded (an event, the end of an attempt, a wake-up) minus ``started_at``.
+    - ``virtual_duration``: ``ended_at - started_at``; for an unfinished run,
+      ``Run.latest_at - started_at``: the latest instant it recorded (an event, the end of
+      an attempt, a wake-up) minus ``started_at``.
     - ``attempts``: activity attempts that reached an outcome (ok or an error). A row that
       a worker crash cut short (outcome ``crashed``) is not an attempt: it is counted in
       ``crashes``. Where a source records only an activity's last attempt number (Temporal),
@@ -158,13 +159,8 @@ def metrics(run: Run) -> dict[str, Any]:
 
 
 def _duration(run: Run) -> float:
-    if run.ended_at is not None:
-        return float(run.ended_at - run.started_at)
-    instants = [run.history["recorded_at"].max() if len(run.history) else None,
-                run.attempts["ended_at"].max() if len(run.attempts) else None,
-                run.wakeups["woke_at"].max() if len(run.wakeups) else None]
-    instants = [t for t in instants if t is not None and not pd.isna(t)]
-    return float(max(instants) - run.started_at) if instants else 0.0
+    end = run.ended_at if run.ended_at is not None else run.latest_at
+    return float(end - run.started_at)
 
 
 def _usage(value: Any) -> tuple[int, int, float] | None:

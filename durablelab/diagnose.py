@@ -14,17 +14,16 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass, field
-from typing import Any
 
 import pandas as pd
 
+from .durations import duration_words
 from .errors import ActivityFailed, NonDeterminismError, WorkflowError
+from .waits import pair_waits
 
 #: Every state `diagnose` can report.
 STATES = ("completed", "continued", "failed", "workflow_error", "diverged", "waiting_timer",
           "waiting_signal", "backoff", "running", "unregistered")
-_ENDS = {"sleep": ("timer_fired", "timer_canceled"),
-         "wait_signal": ("signal_received", "signal_timeout")}
 _SHORT_FIX = {
     "different_call": "restore the old step for runs recorded before the change, or guard "
                       "the change with `if ctx.patched(\"<change-id>\"):`",
@@ -64,7 +63,7 @@ class Diagnosis:
         for row in self.events.itertuples(index=False):
             lines.append(f"  #{row.position} {row.kind} {row.name!r}"
                          f"{'' if row.ok in (True, None) else ' (failed)'}"
-                         f" at {_human(row.recorded_at)}")
+                         f" at {duration_words(row.recorded_at)}")
         for row in self.attempts.itertuples(index=False):
             lines.append(f"  attempt {row.attempt}: {row.outcome}"
                          f"{f' ({row.error})' if isinstance(row.error, str) else ''}")
@@ -214,7 +213,7 @@ def _unfinished(run) -> Diagnosis:
     retry = _pending_retry(run)
     if retry is not None:
         return _backoff(run, retry)
-    waits = _open_waits(history)
+    waits = [start for start, end in pair_waits(history) if end is None]   # still open
     signal = [w for w in waits if w.kind == "wait_signal"]
     if signal:
         return _waiting_signal(run, signal[-1])
@@ -228,10 +227,10 @@ def _unfinished(run) -> Diagnosis:
         return _temporal_inflight(run, inflight, timers)
     if getattr(run, "source", "durablelab") == "temporal":
         return _make(run, "running", (
-            f"Running: the history ends {_rel(run, _latest(run))} with nothing open that "
+            f"Running: the history ends {_rel(run, run.latest_at)} with nothing open that "
             f"Temporal records (no timer, no activity), so the code is waiting for something "
             f"the history does not show: a signal, an update or a condition."),
-            history.tail(1), since=_latest(run))
+            history.tail(1), since=run.latest_at)
     if not len(history) and not len(run.wakeups):
         return _make(run, "running", "Running: started but its code has not run yet; the "
                      "first wake-up is due now (code runs inside run_until_idle() or "
@@ -239,7 +238,7 @@ def _unfinished(run) -> Diagnosis:
     last = history.tail(1)
     where = f"after position {int(last.position.iloc[0])}" if len(last) else "at its start"
     return _make(run, "running", f"Running {where}: its next step is due now or an activity "
-                 f"attempt is in flight.", last, since=_latest(run))
+                 f"attempt is in flight.", last, since=run.latest_at)
 
 
 def _pending_retry(run):
@@ -271,36 +270,18 @@ def _backoff(run, last) -> Diagnosis:
                  next_attempt=n + 1, next_attempt_at=next_at)
 
 
-@dataclass
-class _Wait:
-    kind: str
-    row: Any
-
-
-def _open_waits(history: pd.DataFrame) -> list[_Wait]:
-    """Wait starts (sleep, wait_signal) with no end row yet, paired by name in order."""
-    open_: dict[tuple, list] = {}
-    for row in history.itertuples(index=False):
-        if row.kind in _ENDS:
-            open_.setdefault((row.kind, row.name), []).append(row)
-        for kind, ends in _ENDS.items():
-            if row.kind in ends and open_.get((kind, row.name)):
-                open_[(kind, row.name)].pop(0)
-    return sorted((_Wait(kind, row) for (kind, _), rows in open_.items() for row in rows),
-                  key=lambda w: w.row.position)
-
-
-def _deadline(wait: _Wait) -> float | None:
-    value = wait.row.value
+def _deadline(wait) -> float | None:
+    """The deadline a wait's start row recorded, or None."""
+    value = wait.value
     return value.get("deadline") if isinstance(value, dict) else None
 
 
-def _waiting_timer(run, wait: _Wait, count: int) -> Diagnosis:
-    row, until = wait.row, _deadline(wait)
+def _waiting_timer(run, row, count: int) -> Diagnosis:
+    until = _deadline(row)
     seconds = row.value.get("seconds") if isinstance(row.value, dict) else None
     temporal = getattr(run, "source", "durablelab") == "temporal"
-    what = (f"ctx.sleep({_human(seconds)})" if not temporal or seconds is None
-            else f"Temporal {row.name} ({_human(seconds)})")
+    what = (f"ctx.sleep({duration_words(seconds)})" if not temporal or seconds is None
+            else f"Temporal {row.name} ({duration_words(seconds)})")
     more = f" (the first of {count} open timers)" if count > 1 else ""
     fires = f"fires {_rel(run, until)}" if until is not None else "has no recorded deadline"
     return _make(run, "waiting_timer", f"Waiting on a durable timer{more}: {what} started "
@@ -308,8 +289,8 @@ def _waiting_timer(run, wait: _Wait, count: int) -> Diagnosis:
                  since=row.recorded_at, until=until, seconds=seconds, name=row.name)
 
 
-def _waiting_signal(run, wait: _Wait) -> Diagnosis:
-    row, deadline = wait.row, _deadline(wait)
+def _waiting_signal(run, row) -> Diagnosis:
+    deadline = _deadline(row)
     end = (f"its deadline is {_rel(run, deadline)}, when wait_signal returns None"
            if deadline is not None else "no deadline: it may wait forever")
     return _make(run, "waiting_signal", f"Waiting for signal {row.name!r} "
@@ -377,39 +358,18 @@ def _at(run, position) -> pd.DataFrame:
     return _rows(run, [position])
 
 
-def _latest(run) -> float:
-    times = [run.started_at, *run.history.recorded_at.dropna(), *run.wakeups.woke_at.dropna()]
-    return float(max(times))
-
-
 def _rel(run, t) -> str:
     """An instant in words, relative to the run's start: "1 h 30 min after the start"."""
     if t is None or pd.isna(t):
         return "at an unknown time"
     offset = float(t) - float(run.started_at or 0.0)
-    return "at the run's start" if abs(offset) < 1e-9 else f"{_human(offset)} after the start"
+    return "at the run's start" if abs(offset) < 1e-9 else f"{duration_words(offset)} after the start"
 
 
 def _since(run, t) -> str:
     """ "since the run's start" or "since 2 h after the start"."""
     words = _rel(run, t)
     return "since " + (words[3:] if words.startswith("at ") else words)
-
-
-def _human(seconds) -> str:
-    """Seconds in the largest units that keep it short: 4 s, 2 min 30 s, 1 h 5 min, 3 days."""
-    if seconds is None or pd.isna(seconds):
-        return "?"
-    seconds = float(seconds)
-    if seconds < 60:
-        return f"{seconds:.3g} s" if seconds < 10 else f"{seconds:.4g} s"
-    units = (("day", 86400), ("h", 3600), ("min", 60), ("s", 1))
-    parts, rest = [], round(seconds)
-    for name, size in units:
-        count, rest = divmod(rest, size)
-        if count:
-            parts.append(f"{count} {name}{'s' if name == 'day' and count != 1 else ''}")
-    return " ".join(parts[:2])
 
 
 def _error_of(row) -> str:

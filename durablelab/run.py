@@ -59,6 +59,22 @@ class Run:
     #: None when no engine is behind the view (an export, an imported history).
     workflow_registered: bool | None = None
 
+    @property
+    def latest_at(self) -> float:
+        """The latest instant the run recorded: its start, an event, the end of an attempt
+        or a wake-up, in seconds on the engine's clock. For a run that has not ended, how
+        far it has got: `compare`'s ``virtual_duration`` is ``latest_at - started_at`` for
+        it, and `diagnose` says a running run stands there. Future instants (a timer's
+        deadline, the next attempt of a backoff) are not recorded facts and do not count."""
+        latest = float(self.started_at or 0.0)
+        for frame, column in ((self.history, "recorded_at"), (self.attempts, "ended_at"),
+                              (self.wakeups, "woke_at")):
+            if len(frame) and column in frame.columns:
+                found = frame[column].max()      # skips missing values
+                if found is not None and not pd.isna(found):
+                    latest = max(latest, float(found))
+        return latest
+
     def timeline(self, **options):
         """A matplotlib Figure of this run over virtual time: attempts by outcome, backoffs,
         timers and signal waits, crashes and wake-ups. See `durablelab.viz.timeline`."""

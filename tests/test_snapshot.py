@@ -125,7 +125,8 @@ def test_a_snapshot_of_an_unknown_or_damaged_run_says_so():
 
 
 #: Modules that are views: they read `Run`s and snapshots, never the engine's state.
-VIEWS = ["run.py", "compare.py", "diagnose.py", "export.py", "snapshot.py",
+VIEWS = ["run.py", "compare.py", "diagnose.py", "export.py", "snapshot.py", "durations.py",
+         "waits.py",
          *[f"viz/{p.name}" for p in (PACKAGE / "viz").glob("*.py")]]
 
 

@@ -14,7 +14,8 @@ import datetime
 import json
 from html import escape
 
-from .plots import OUTCOME_LABELS, PALETTE, activity_attempts, duration_text
+from ..durations import duration_text
+from .plots import OUTCOME_LABELS, PALETTE, activity_attempts
 
 # (background, text): dark text on a light tint reads well in light and dark themes.
 BADGES = {

@@ -33,6 +33,9 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.transforms import blended_transform_factory
 
+from ..durations import UNITS, duration_text, time_unit
+from ..waits import pair_waits
+
 # Okabe-Ito colours: distinguishable with the common colour-vision deficiencies.
 PALETTE = {
     "ok": "#009E73",             # bluish green
@@ -63,7 +66,6 @@ CRASH_COLOUR = "#000000"
 WAKEUP_COLOUR = "#444444"
 LABELS = {"backoff": "backoff (retry wait)", "crash": "worker crash",
           "wakeup": "wake-up (↻ replayed, + recorded)"}
-UNITS = (("s", 1.0), ("min", 60.0), ("h", 3600.0), ("days", 86400.0))
 WAIT_LANE = "waits"
 MESSAGE_LANE = "messages"
 # History rows drawn as spans in lanes of their own (Temporal imports), and their lane prefix.
@@ -84,21 +86,10 @@ class Figure(matplotlib.figure.Figure):
         return buffer.getvalue()
 
 
-# A wait is two events: its start (kind -> how the lane draws it) and one of its ends.
+# A wait is two events (see `durablelab.waits`): its start's kind says how the lane draws it.
 _WAIT_STARTS = {"sleep": "timer", "wait_signal": "signal"}
-_WAIT_ENDS = {"timer_fired": "sleep", "timer_canceled": "sleep",   # canceled: Temporal's
-              "signal_received": "wait_signal", "signal_timeout": "wait_signal"}
 _MIN_WIDTH = 0.008       # of the axis span: a 0 s attempt is still a visible bar
 _FONT = 8.0
-
-
-def time_unit(span: float) -> tuple[str, float]:
-    """The unit for an axis `span` seconds long: (name, seconds per unit).
-    Under 2 min: s; under 2 h: min; under 2 days: h; else days."""
-    for (name, size), (_, bigger) in zip(UNITS, UNITS[1:]):
-        if span < 2 * bigger:
-            return name, size
-    return UNITS[-1]
 
 
 @dataclass
@@ -113,33 +104,29 @@ class Wait:
 
 def waits(history: pd.DataFrame, ended_at: float | None = None) -> list[Wait]:
     """Timer and signal waits from history: each start event paired with its end event
-    (first in, first out per name). A wait without an end runs to its deadline, if any, or
-    to `ended_at` (the run's end) when the run ended first: a timer still open when a run
-    was terminated did not go on after it."""
-    found, open_ = [], {}
+    (`durablelab.waits.pair_waits`: first in, first out per name). A wait without an end
+    runs to its deadline, if any, or to `ended_at` (the run's end) when the run ended
+    first: a timer still open when a run was terminated did not go on after it."""
+    found = []
     if "recorded_at" not in history.columns:   # no times: nothing to place on an axis
         return found
-    for event in history.itertuples(index=False):
-        kind, name, value = event.kind, event.name, event.value
-        value = value if isinstance(value, dict) else {}
-        if kind in _WAIT_STARTS:
-            label = (f"sleep {duration_text(value['seconds'])}" if "seconds" in value
-                     else f"{_WAIT_STARTS[kind]} {name!r}")
-            open_.setdefault((kind, name), []).append(
-                (event.recorded_at, value.get("deadline"), label))
-        elif kind in _WAIT_ENDS and open_.get((_WAIT_ENDS[kind], name)):
-            start, _, label = open_[(_WAIT_ENDS[kind], name)].pop(0)
-            label += " (timed out)" if kind == "signal_timeout" else ""
-            found.append(Wait(_WAIT_STARTS[_WAIT_ENDS[kind]], name, start, event.recorded_at,
-                              label, False))
-    for (kind, name), starts in open_.items():
-        for start, deadline, label in starts:
-            end = deadline if _finite(deadline) else None
-            if _finite(ended_at) and (end is None or end > ended_at):
-                end, label = max(float(ended_at), start), label + " (open when the run ended)"
-            else:
-                label += " (waiting)" if end is not None else " (waiting, no deadline)"
-            found.append(Wait(_WAIT_STARTS[kind], name, start, end, label, True))
+    for start, end in pair_waits(history):
+        kind, name = _WAIT_STARTS[start.kind], start.name
+        value = start.value if isinstance(start.value, dict) else {}
+        label = (f"sleep {duration_text(value['seconds'])}" if "seconds" in value
+                 else f"{kind} {name!r}")
+        if end is not None:
+            label += " (timed out)" if end.kind == "signal_timeout" else ""
+            found.append(Wait(kind, name, start.recorded_at, end.recorded_at, label, False))
+            continue
+        deadline = value.get("deadline")
+        until = deadline if _finite(deadline) else None
+        if _finite(ended_at) and (until is None or until > ended_at):
+            until = max(float(ended_at), start.recorded_at)
+            label += " (open when the run ended)"
+        else:
+            label += " (waiting)" if until is not None else " (waiting, no deadline)"
+        found.append(Wait(kind, name, start.recorded_at, until, label, True))
     return sorted(found, key=lambda w: w.start)
 
 
@@ -508,6 +495,7 @@ def _messages(history: pd.DataFrame) -> pd.DataFrame:
 
 
 def _times(run) -> list[float]:
+    """Every instant the picture places (the earliest is where its axis starts)."""
     times = [run.started_at, run.ended_at]
     attempts = activity_attempts(run)
     times += list(attempts.started_at) + list(attempts.ended_at)
@@ -523,12 +511,14 @@ def _origin(run) -> float:
 
 
 def _latest(run) -> float:
-    times = _times(run)
-    latest = max(times) if times else 0.0
-    for wait in waits(run.history, run.ended_at):
-        if wait.end is not None:
-            latest = max(latest, wait.end)   # an open wait runs on to its deadline
-    return latest
+    """Where a run's picture ends: the latest instant the run recorded (`Run.latest_at`),
+    or later where the picture draws on past it: the run's end, a crash, an attempt still
+    in flight, the end of a backoff, a wait running on to its deadline."""
+    attempts = activity_attempts(run)
+    times = [run.latest_at, run.ended_at, *attempts.started_at, *run.crashes.crashed_at,
+             *(attempts.ended_at + attempts.delay.fillna(0))]
+    times += [wait.end for wait in waits(run.history, run.ended_at) if wait.end is not None]
+    return max(float(t) for t in times if _finite(t))
 
 
 def _finite(value) -> bool:
@@ -536,15 +526,6 @@ def _finite(value) -> bool:
         return value is not None and not pd.isna(value) and math.isfinite(float(value))
     except (TypeError, ValueError):
         return False
-
-
-def duration_text(seconds: float) -> str:
-    """A duration in its largest whole unit: 3600 -> '1 h', 90 -> '1.5 min'."""
-    seconds = float(seconds)
-    name, size = next(((n, s) for n, s in reversed(UNITS) if abs(seconds) >= s), UNITS[0])
-    value = seconds / size
-    text = f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
-    return f"{text} {'day' if text == '1' and name == 'days' else name}"
 
 
 def _char_width(span: float, width: float) -> float:
