@@ -80,6 +80,7 @@ _ACCEPTS: dict[Callable, tuple[bool, bool]] = {}
 
 def accepts(fn: Callable) -> tuple[bool, bool]:
     """Whether fn takes idempotency_key= and feedback= (by name or through **kwargs)."""
+    fn = getattr(fn, "__func__", fn)   # a bound method: its function's (a world per run)
     found = _ACCEPTS.get(fn)
     if found is None:
         try:
@@ -181,6 +182,7 @@ class AttemptRunner:
         outcome = {"name": name, "position": position, "attempt": attempt, "policy": policy,
                    "started_at": now, "ended_at": ended, "error": error,
                    "value_json": value_json, "digest": h.digest_of(text), "text": text,
+                   "matched": h.matched_args(req["args"], req["kwargs"]),
                    "first_started_at": first_started_at,
                    "schedule_to_close": req["schedule_to_close"],
                    "start_to_close": req["start_to_close"], "heartbeat": req["heartbeat"],
@@ -279,10 +281,10 @@ class AttemptRunner:
             event = h.Event(position, h.ACTIVITY, name, o["digest"], True, o["value_json"],
                             o["ended_at"], attempt, o["started_at"], "ok",
                             call_site=o["call_site"], args=h.shown_args(o["text"]))
-            event.matched_args = json.loads(o["text"])
+            event.matched_args = o["matched"] or json.loads(o["text"])
             self.host._append(state, cursor, event)
             self._maybe_crash(state, "after_record", name, position, attempt)
-            result = json.loads(o["value_json"])
+            result = event.loads()
             self._check_budget(state, name, position)
             return result
         policy = o["policy"]
@@ -320,7 +322,7 @@ class AttemptRunner:
                         json.dumps(failed.to_json()), o["ended_at"], attempt, o["started_at"],
                         outcome_of(error), error.error_class, error.message,
                         call_site=o["call_site"], args=h.shown_args(o["text"]))
-        event.matched_args = json.loads(o["text"])
+        event.matched_args = o["matched"] or json.loads(o["text"])
         self.host._append(state, cursor, event)
         self._maybe_crash(state, "after_record", name, position, attempt)
         if burnt:

@@ -320,6 +320,8 @@ class FaultPlan:
     rules: list = field(default_factory=list)
     # (activity name, attempt, crash point) -> the (index, rule) pairs that apply there.
     _applicable: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    # the keys of `_applicable` whose rules include one with a `position=`
+    _positional: set = field(default_factory=set, init=False, repr=False, compare=False)
     _json: str | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -337,14 +339,15 @@ class FaultPlan:
         crash rules at that point. Cached by (name, attempt, point), like `to_json`, since a
         sweep asks the same question thousands of times; rules with a `position=` are then
         filtered (edit a plan's rules before its first run, not after)."""
-        key = (name, attempt, point)
-        found = self._applicable.get(key)
+        found = self._applicable.get((name, attempt, point))
         if found is None:
-            found = self._applicable[key] = tuple(
+            found = self._applicable[(name, attempt, point)] = tuple(
                 (i, rule) for i, rule in enumerate(self.rules)
                 if (rule.point == point if isinstance(rule, Crash) else point is None)
                 and rule.applies(name, attempt))
-        if position is not None and found and any(r.position is not None for _, r in found):
+            if any(rule.position is not None for _, rule in found):
+                self._positional.add((name, attempt, point))
+        if position is not None and (name, attempt, point) in self._positional:
             found = tuple((i, r) for i, r in found if r.position is None or position in r.position)
         return found
 

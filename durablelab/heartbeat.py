@@ -23,7 +23,6 @@ function has no attempt to report on.
 
 from __future__ import annotations
 
-import contextlib
 import json
 from contextvars import ContextVar
 from typing import Any
@@ -56,14 +55,21 @@ class Attempt:
         self.beats += 1
 
 
-@contextlib.contextmanager
-def attempt(store, clock, run_id: str, position: int, attempt: int, name: str):
-    """Make `dl.heartbeat` and `dl.last_heartbeat` work for the activity called inside."""
-    token = _CURRENT.set(Attempt(store, clock, run_id, position, attempt, name))
-    try:
-        yield
-    finally:
-        _CURRENT.reset(token)
+class attempt:   # noqa: N801 (used as a function: ``with heartbeat.attempt(...):``)
+    """Make `dl.heartbeat` and `dl.last_heartbeat` work for the activity called inside.
+    (A class rather than a `contextlib.contextmanager`: every attempt enters one, and a
+    generator-based one costs several times as much.)"""
+
+    __slots__ = ("_attempt", "_token")
+
+    def __init__(self, store, clock, run_id: str, position: int, attempt: int, name: str):
+        self._attempt = Attempt(store, clock, run_id, position, attempt, name)
+
+    def __enter__(self) -> None:
+        self._token = _CURRENT.set(self._attempt)
+
+    def __exit__(self, *exc) -> None:
+        _CURRENT.reset(self._token)
 
 
 def _current(call: str) -> Attempt:

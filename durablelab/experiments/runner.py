@@ -30,6 +30,7 @@ from typing import Any
 from ..clock import VirtualClock
 from ..compare import RETRY_OUTCOMES, _usage   # the same reading of a model call's usage
 from ..engine import Engine
+from ..faults import Crash
 
 #: Columns of a run's metrics row, after (input, policy, fault_plan, seed, run_id).
 METRICS = ["status", "error", "virtual_duration", "attempts", "activities", "retries",
@@ -166,6 +167,15 @@ def add_load(load: dict, source: str, instants, offset: float = 0.0) -> None:
             load[key] = load.get(key, 0) + 1
 
 
+def add_starts(load: dict, state) -> None:
+    """`add_load` of each attempt start of a run (see `request_starts`), under its activity."""
+    isfinite = math.isfinite
+    for name, t in request_starts(state):
+        if t is not None and isfinite(t):
+            key = (name, int(t // 1))
+            load[key] = load.get(key, 0) + 1
+
+
 # --- jobs -------------------------------------------------------------------------------------
 class Isolated:
     """Runs one run at a time, each alone, in one reused in-memory engine (see above)."""
@@ -192,8 +202,7 @@ class Isolated:
         state = engine._runs[run_id]
         crashed = sum(1 for row in state.fault_rows if row[2] == "Crash")
         metrics = run_metrics(state, crashed, world)
-        for name, at in request_starts(state):
-            add_load(load, name, (at,))
+        add_starts(load, state)
         for name, instants in stamped_calls(world).items():
             add_load(load, name, instants)
         self._clear(crashed)
@@ -231,7 +240,11 @@ def run_contended(workflow, runs, policies, plan, world_factory, timeout, load: 
             engine.start(workflow, input_value, run_id=run_id, faults=plan, seed=seed,
                          timeout=timeout, policies=policies)
         engine.run_until_idle()
-        crash_times = [row[0] for row in engine.store.fetch("SELECT crashed_at FROM crashes")]
+        # Only a Crash rule kills a sweep's worker; without one, reading the crashes table
+        # would only make the in-memory store write every queued row to DuckDB first.
+        crashing = plan is not None and any(isinstance(r, Crash) for r in plan.rules)
+        crash_times = [row[0] for row in engine.store.fetch(
+            "SELECT crashed_at FROM crashes")] if crashing else []
         out = []
         for _, run_id, _ in runs:
             state = engine._runs[run_id]
@@ -240,12 +253,13 @@ def run_contended(workflow, runs, policies, plan, world_factory, timeout, load: 
             end = state.ended_at if state.ended_at is not None else float("inf")
             crashes = sum(1 for t in crash_times if state.started_at < t <= end)
             out.append(run_metrics(state, crashes, world))
-            for name, at in request_starts(state):
-                add_load(load, name, (at,))
+            add_starts(load, state)
         for name, instants in stamped_calls(world).items():
             add_load(load, name, instants)
         return out
     finally:
+        if engine.store._queue is not None:
+            engine.store._queue.clear()     # in memory: rows nobody will read again
         engine.close()
 
 

@@ -221,7 +221,9 @@ def do_job(spec: Spec, runner: Isolated, job: tuple) -> tuple:
     cell, runs = job
     policy_name, plan_name = spec.cells[cell]
     overrides, plan = spec.policies[policy_name], spec.plans[plan_name]
-    policies = None if overrides is None else overrides.to_dict()
+    # {glob: RetryPolicy}: the policies themselves, not their JSON form, which every run's
+    # start() would parse again (the run stores the same JSON either way).
+    policies = None if overrides is None else dict(overrides.rules)
     load: dict = {}
     rows = []
     if spec.contention:
