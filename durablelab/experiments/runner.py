@@ -176,6 +176,23 @@ def add_starts(load: dict, state) -> None:
             load[key] = load.get(key, 0) + 1
 
 
+def clear(engine: Engine, written: bool) -> None:
+    """Empty an in-memory engine whose runs have all ended, as if it had just been opened:
+    no runs, no timers, no queued rows. `written`: a crash recovery wrote the queue to
+    DuckDB to read it back (see `durablelab.store`), so the tables are emptied too. Used
+    where one engine serves many short runs in turn (`Isolated`, `dl.explore_crashes`)."""
+    engine._runs = {}
+    engine._heap = []
+    engine._worlds = {}
+    engine._telemetry = []
+    store = engine.store
+    if store._queue is not None:
+        store._queue.clear()                        # the ended runs' rows, never written
+    if written:
+        for table in _STORE_TABLES:
+            store.con.execute(f"DELETE FROM {table}")
+
+
 # --- jobs -------------------------------------------------------------------------------------
 class Isolated:
     """Runs one run at a time, each alone, in one reused in-memory engine (see above)."""
@@ -209,17 +226,7 @@ class Isolated:
         return metrics
 
     def _clear(self, crashed: int) -> None:
-        engine = self.engine
-        engine._runs = {}
-        engine._heap = []
-        engine._worlds = {}
-        engine._telemetry = []
-        store = engine.store
-        if store._queue is not None:
-            store._queue.clear()                    # the ended run's rows, never written
-        if crashed:                                 # recovery wrote them to read them back
-            for table in _STORE_TABLES:
-                store.con.execute(f"DELETE FROM {table}")
+        clear(self.engine, written=bool(crashed))
 
     def close(self) -> None:
         if self.engine is not None:
