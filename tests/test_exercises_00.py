@@ -1,0 +1,16 @@
+"""The quickstart's exercise refuses the wrong answers learners most often give."""
+
+import pytest
+from exercise_cases import refuses
+
+WRONG = [
+    (300, "when the second attempt starts", "301"),
+    (31.75, "the run with a 30 s Retry-After", "301"),
+    (330, "is not when the third", "301"),
+    ("301.75", "give a number", None),
+]
+
+
+@pytest.mark.parametrize("answer, words, secret", WRONG, ids=range(len(WRONG)))
+def test_00_1_refuses_a_common_wrong_answer(answer, words, secret):
+    refuses("00.1", answer, words, secret)
