@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 import durablelab as dl
-from durablelab.examples.hash_order import run_under_seeds
+from durablelab.examples.hash_order import run_under_seeds, runs_under_seeds
 from durablelab.history import ARGS_CAP
 
 CHANGE = {}
@@ -203,6 +203,19 @@ def test_the_same_hash_seed_or_a_sorted_order_replays(tmp_path, workflow, seeds)
     recorded, replayed = run_under_seeds(workflow, seeds, tmp_path / "runs.duckdb")
     assert (recorded["status"], replayed["status"]) == ("waiting", "waiting")
     assert recorded["steps"] == replayed["steps"]
+
+
+def test_several_workflows_share_the_two_processes_and_keep_their_own_fate(tmp_path):
+    seen = runs_under_seeds(["set_flow", "sorted_flow"], (1, 4), tmp_path / "runs.duckdb")
+    assert list(seen) == ["set_flow", "sorted_flow"]
+    assert [side["status"] for side in seen["set_flow"]] == ["waiting", "diverged"]
+    assert [side["status"] for side in seen["sorted_flow"]] == ["waiting", "waiting"]
+    assert seen["sorted_flow"][0]["steps"] == sorted(seen["set_flow"][0]["steps"])
+
+
+def test_an_unknown_hash_order_workflow_names_the_ones_there_are(tmp_path):
+    with pytest.raises(ValueError, match="use names among dict_flow, set_flow, sorted_flow"):
+        runs_under_seeds(["set_flow", "list_flow"], (1, 4), tmp_path / "runs.duckdb")
 
 
 # --- code changes ----------------------------------------------------------------------------

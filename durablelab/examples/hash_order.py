@@ -10,7 +10,8 @@ process: ``sorted(the_set)``.
 
 `run_under_seeds` records a run in one process and replays it in another, each with its own
 ``PYTHONHASHSEED``, the way a restarted worker would (lesson 09 and tests/test_catalogue.py
-use it). Run as ``python -m durablelab.examples.hash_order DB WORKFLOW record|replay``.
+use it); `runs_under_seeds` does it for several workflows in the same two processes. Run as
+``python -m durablelab.examples.hash_order DB WORKFLOW[,WORKFLOW...] record|replay``.
 """
 
 from __future__ import annotations
@@ -54,41 +55,60 @@ def sorted_flow(ctx, _):
 WORKFLOWS = {fn.__name__: fn for fn in (set_flow, dict_flow, sorted_flow)}
 
 
-def _step(db: str, name: str, step: str) -> dict:
+def _step(db: str, names: str, step: str) -> dict:
+    """One process's part: record (or, on reopening the store, replay) a run of each
+    workflow in `names` (comma-separated); what it saw, per name."""
     import durablelab as dl
-    workflow = WORKFLOWS[name]
-    with dl.Engine(db, workflows=[workflow]) as engine:
+    workflows = [WORKFLOWS[name] for name in names.split(",")]
+    seen = {}
+    with dl.Engine(db, workflows=workflows) as engine:
         if step == "record":
-            engine.start(workflow, None, run_id=name)
+            for workflow in workflows:
+                engine.start(workflow, None, run_id=workflow.__name__)
         engine.run_until_idle()     # recording: runs the steps; replaying: a recovery
-        run = engine.run(name)
-        err = run.error
-        return {"hash_seed": os.environ.get("PYTHONHASHSEED"), "status": run.status,
+        for workflow in workflows:
+            run = engine.run(workflow.__name__)
+            err = run.error
+            seen[workflow.__name__] = {
+                "hash_seed": os.environ.get("PYTHONHASHSEED"), "status": run.status,
                 "steps": [json.loads(a)[0][0] for a in run.history["args"][:-1]],
                 "error": None if err is None else err.to_json(),
                 "message": None if err is None else str(err)}
+    return seen
 
 
-def run_under_seeds(workflow: str, seeds: tuple[int, int], db) -> tuple[dict, dict]:
-    """Record run `workflow` (a name in WORKFLOWS) in a process with PYTHONHASHSEED
-    ``seeds[0]``, then open the same store in a process with ``seeds[1]`` and let it replay.
-    Returns what each process saw: ``{"hash_seed", "status", "steps" (the arguments of the
-    steps its history holds), "error" (the error's to_json() or None), "message"}``."""
-    if workflow not in WORKFLOWS:
-        raise ValueError(f"run_under_seeds(workflow={workflow!r}): use one of "
+def runs_under_seeds(workflows, seeds: tuple[int, int], db) -> dict[str, tuple[dict, dict]]:
+    """Record a run of each workflow in `workflows` (names in WORKFLOWS) in a process with
+    PYTHONHASHSEED ``seeds[0]``, then open the same store in a process with ``seeds[1]`` and
+    let it replay them. Returns, per name, what each process saw: ``{"hash_seed", "status",
+    "steps" (the arguments of the steps its history holds), "error" (the error's to_json()
+    or None), "message"}``. Two processes for all of them: each costs an import of
+    durablelab."""
+    workflows = [workflows] if isinstance(workflows, str) else list(workflows)
+    unknown = [name for name in workflows if name not in WORKFLOWS]
+    if unknown or not workflows:
+        raise ValueError(f"runs_under_seeds(workflows={workflows!r}): use names among "
                          f"{', '.join(sorted(WORKFLOWS))}")
     root = str(Path(__file__).resolve().parent.parent.parent)
     seen = []
     for seed, step in zip(seeds, ("record", "replay")):
         env = {**os.environ, "PYTHONHASHSEED": str(int(seed)),
                "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
-        done = subprocess.run([sys.executable, "-m", __name__, str(db), workflow, step],
-                              env=env, capture_output=True, text=True, timeout=120)
+        done = subprocess.run([sys.executable, "-m", __name__, str(db), ",".join(workflows),
+                               step], env=env, capture_output=True, text=True, timeout=120)
         if done.returncode != 0:
             raise RuntimeError(f"the {step} process (PYTHONHASHSEED={seed}) failed:\n"
                                f"{done.stderr}")
         seen.append(json.loads(done.stdout.splitlines()[-1]))
-    return seen[0], seen[1]
+    return {name: (seen[0][name], seen[1][name]) for name in workflows}
+
+
+def run_under_seeds(workflow: str, seeds: tuple[int, int], db) -> tuple[dict, dict]:
+    """`runs_under_seeds` for one workflow (a name in WORKFLOWS): (recorded, replayed)."""
+    if workflow not in WORKFLOWS:
+        raise ValueError(f"run_under_seeds(workflow={workflow!r}): use one of "
+                         f"{', '.join(sorted(WORKFLOWS))}")
+    return runs_under_seeds([workflow], seeds, db)[workflow]
 
 
 if __name__ == "__main__":
