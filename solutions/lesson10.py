@@ -31,7 +31,16 @@ def onboard_vendor_v2_early(ctx: dl.Context, request: dict) -> dict:
     decision = ctx.wait_signal("approval", deadline=ctx.now() + 3 * ob.DAY)
     if decision is None or not decision.get("approved"):
         return {"status": "declined", "timed_out": decision is None}
-    return ob._after_approval(ctx, vendor_id, fields)
+    with ctx.saga() as undo:
+        vendor = ctx.activity("create_vendor", ob.create_vendor, fields["legal_name"],
+                              fields["country"], policy=ob.IO)
+        undo.add("deactivate_vendor", ob.deactivate_vendor, vendor["id"])
+        payee = ctx.activity("register_payee", ob.register_payee, vendor["id"], fields["iban"],
+                             policy=ob.IO)
+        undo.add("remove_payee", ob.remove_payee, payee["id"])
+        ctx.activity("send_welcome", ob.send_welcome, vendor["id"], fields["legal_name"],
+                     policy=ob.IO)
+    return {"status": "active", "vendor_id": vendor["id"], "payee_id": payee["id"]}
 
 
 #: 10.3: a fork at 5 replays the model calls at positions 1-4 and makes the other four; the

@@ -61,8 +61,8 @@ def recheck_before_approval(fn):
     else:
         flagged = ", ".join(sorted(report.diverged["run_id"]))
         yield False, (f"the replay check flags shipped runs ({flagged}): they recorded "
-                      f"ask_approver where your code asks for the recheck; put the new step "
-                      f"behind ctx.patched(...)")
+                      f"another step where your code asks for something new; put the new "
+                      f"step behind ctx.patched(...)")
     ob.world.reset()
     with deployed(fn), dl.Engine(workflows=[fn]) as engine:
         run_id = engine.start(fn, {"vendor_id": "v-42"}, run_id="started-after")
