@@ -233,8 +233,8 @@ class _Runner:
         if view.status not in FINAL or engine._attempts.breakers:
             run = view.full()
             self.close()
-        else:   # a crash's recovery, or building a Run, wrote the queue to DuckDB
-            clear(engine, written=bool(view.crashes_fired) or view._full is not None)
+        else:
+            clear(engine)
         return run, holds, why, view.crashes_fired
 
     def close(self):

@@ -45,7 +45,7 @@ from .guard import Guard
 from .journal import JOURNALS
 from .snapshot import (AttemptRow, CrashFault, CrashRow, EventRow, InFlight, RunSnapshot,
                        WakeupRow)
-from .store import RUN_COLS, Store, event_row
+from .store import Store, event_row
 
 DURABILITY = tuple(JOURNALS)   # ("sync", "batch", "exit"): see durablelab/journal.py
 FINAL = ("completed", "failed", "continued")
@@ -620,14 +620,13 @@ class Engine:
         moves up to the latest instant recorded (after a simulated crash it already is)."""
         self._runs = {}
         self._heap = []
-        runs = self.store.fetch(f"SELECT {', '.join(RUN_COLS)} FROM runs "
-                                f"ORDER BY started_at, run_id")
+        runs = self.store.run_rows()
         for row in runs:
             if row[7] not in UNFINISHED:
                 state = self._state_from_row(row)
                 state.history = None
                 self._runs[state.run_id] = state
-        loaded = self.store.load("status IN ('running', 'diverged')")
+        loaded = self.store.load_unfinished()
         running = [row for row in runs if row[7] in UNFINISHED]
         if opening:   # a new clock starts no earlier than anything recorded
             latest = [self.store.latest_instant() or self.clock.now()]
@@ -738,9 +737,8 @@ class Engine:
         end = state.ended_at if state.ended_at is not None else float("inf")
         # Its own crashes, and other runs' while it was alive (one started at the very
         # instant of a crash, after it, was not).
-        return [row for row in self.store.fetch(
-            "SELECT crashed_at, run_id, position, point, cause FROM crashes ORDER BY crashed_at")
-            if row[1] == state.run_id or state.started_at < row[0] <= end]
+        return [row for row in self.store.crash_rows()
+                if row[1] == state.run_id or state.started_at < row[0] <= end]
 
     def _check_writable(self, call: str) -> None:
         self._check_open()

@@ -26,10 +26,14 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
+from . import queued
 from .errors import (StoreFormatError, StoreLockedError, store_not_readable_as_is,
                      store_open_error, store_unreadable)
 
 SCHEMA_VERSION = 4
+
+#: The statuses of runs a fresh worker picks up again.
+UNFINISHED = ("running", "diverged")
 
 #: A file store folds its write-ahead log into the file every this many commits. Opening a
 #: file replays each commit left in the WAL (about 80-150 us each), so a worker that dies
@@ -229,6 +233,21 @@ def _event_fields(body: str) -> list | None:
     return fields
 
 
+def _decoded(rows) -> tuple[list, list]:
+    """(events, damaged) of event_log rows: events in the `events` view's shape, with the
+    body decoded here (json.loads is cheaper than twelve JSON extractions a row in the
+    view); a body that does not decode is listed under damaged as (run id, position)
+    instead: its run is set aside."""
+    events, damaged = [], []
+    for run_id, position, body in rows:
+        fields = _event_fields(body)
+        if fields is None:
+            damaged.append((run_id, position))
+        else:
+            events.append((run_id, position, *fields))
+    return events, damaged
+
+
 _LOCK = re.compile(r"Conflicting lock is held in (.*?) \(PID (\d+)\)")
 
 
@@ -279,6 +298,12 @@ class Store:
                          "crashes": CRASH_COLS, "wakeups": WAKEUP_COLS}
         # In memory: the writes committed and not yet in DuckDB, each (rows by table, ends).
         self._queue: list[tuple[dict, list]] | None = [] if self.path is None else None
+        self._written = False   # in memory: whether the queue ever reached DuckDB
+        if self.path is None:
+            # An in-memory store holds one lab's or one sweep worker's few thousand rows: a
+            # statement's work is too small to share out, and handing it to DuckDB's worker
+            # threads costs more than it saves (on a busy machine, several times more).
+            self.con.execute("SET threads = 1")
         #: commits since the last checkpoint: what a crash now would leave in the WAL.
         self.uncheckpointed = 0
         self._ensure_schema()
@@ -403,6 +428,7 @@ class Store:
         if not self._queue:
             return
         writes, self._queue = self._queue, []
+        self._written = True
         try:
             self._write_all(writes)
         except duckdb.Error:
@@ -414,6 +440,20 @@ class Store:
                     refused = refused or exc
             if refused is not None:
                 raise refused from None
+
+    def forget(self) -> None:
+        """Drop every row of an in-memory store, queued or written: a scratch store made
+        empty again between runs that must not see each other (a sweep's isolated runs,
+        the crash explorer's rows), for far less than opening a new one. The queue is
+        dropped unwritten; the tables are emptied only if the queue ever reached them (a
+        read, such as a crash's recovery, writes it first)."""
+        if self._queue is None:
+            raise ValueError(f"Store.forget() empties an in-memory store only; {self.path} "
+                             f"is a file")
+        self._queue.clear()
+        if self._written:
+            self.con.execute("; ".join(f"DELETE FROM {table}" for table in self._columns))
+            self._written = False
 
     def _write_all(self, writes: list[tuple[dict, list]]) -> None:
         tables: dict[str, list[tuple]] = {}
@@ -486,6 +526,35 @@ class Store:
         self.flush()
         return self.con.execute(sql, list(params)).fetchall()
 
+    def _queue_holds_all(self) -> bool:
+        """Whether an in-memory store's queue holds every row (nothing reached DuckDB since
+        it was emptied) and is short enough to read directly (see `durablelab.queued`)."""
+        return (self._queue is not None and not self._written
+                and len(self._queue) <= queued.QUEUE_SCAN_LIMIT)
+
+    def run_rows(self) -> list[tuple]:
+        """Every run's row (RUN_COLS), ordered by (started_at, run_id)."""
+        if self._queue_holds_all():
+            return queued.runs(self._queue)
+        return self.fetch(f"SELECT {', '.join(RUN_COLS)} FROM runs ORDER BY started_at, run_id")
+
+    def crash_rows(self) -> list[tuple]:
+        """Every crash row (CRASH_COLS), ordered by crashed_at."""
+        if self._queue_holds_all():
+            return queued.crashes(self._queue)
+        return self.fetch(f"SELECT {', '.join(CRASH_COLS)} FROM crashes ORDER BY crashed_at")
+
+    def load_unfinished(self) -> dict[str, list[tuple]]:
+        """`load` of the runs whose status is running or diverged: what a fresh worker reads."""
+        if self._queue_holds_all():
+            ids = {row[0] for row in queued.runs(self._queue) if row[7] in UNFINISHED}
+            found = queued.rows_of(self._queue, ids)
+            out = {table: found[table] for table in ("attempts", "signals", "faults",
+                                                     "wakeups")}
+            out["events"], out["damaged"] = _decoded(found["event_log"])
+            return out
+        return self.load(f"status IN {UNFINISHED!r}")
+
     def load(self, where: str, params=()) -> dict[str, list[tuple]]:
         """The rows that belong to the runs selected by `where` (a condition on runs), in
         one query per table, ordered for replay. The runs' own rows are the caller's to
@@ -495,18 +564,9 @@ class Store:
                  "signals": "run_id, seq", "faults": "run_id, fired_at",
                  "wakeups": "run_id, woke_at"}
         out = {}
-        # Events in the `events` view's shape, with the body decoded here: json.loads is
-        # cheaper than twelve JSON extractions a row in the view. A body that does not decode
-        # is listed under "damaged" (run id, position) instead: its run is set aside.
-        out["events"], out["damaged"] = events, damaged = [], []
-        for run_id, position, body in self.fetch(
-                f"SELECT run_id, position, body FROM event_log WHERE run_id IN ({runs}) "
-                f"ORDER BY run_id, position", params):
-            fields = _event_fields(body)
-            if fields is None:
-                damaged.append((run_id, position))
-            else:
-                events.append((run_id, position, *fields))
+        out["events"], out["damaged"] = _decoded(self.fetch(
+            f"SELECT run_id, position, body FROM event_log WHERE run_id IN ({runs}) "
+            f"ORDER BY run_id, position", params))
         for table, cols in (("attempts", ATTEMPT_COLS), ("signals", SIGNAL_COLS),
                             ("faults", FAULT_COLS), ("wakeups", WAKEUP_COLS)):
             out[table] = self.fetch(f"SELECT {', '.join(cols)} FROM {table} "

@@ -42,8 +42,6 @@ METRICS = ["status", "error", "virtual_duration", "attempts", "activities", "ret
 #: only bounds what a long-lived process keeps, such as the plans it has parsed).
 RECYCLE_EVERY = 5000
 
-_STORE_TABLES = ("event_log", "attempts", "runs", "signals", "faults", "crashes", "wakeups")
-
 
 def run_metrics(state, crashes: int, world) -> dict[str, Any]:
     """The metrics of one run from the engine's state of it (see `dl.compare`)."""
@@ -176,21 +174,16 @@ def add_starts(load: dict, state) -> None:
             load[key] = load.get(key, 0) + 1
 
 
-def clear(engine: Engine, written: bool) -> None:
+def clear(engine: Engine) -> None:
     """Empty an in-memory engine whose runs have all ended, as if it had just been opened:
-    no runs, no timers, no queued rows. `written`: a crash recovery wrote the queue to
-    DuckDB to read it back (see `durablelab.store`), so the tables are emptied too. Used
-    where one engine serves many short runs in turn (`Isolated`, `dl.explore_crashes`)."""
+    no runs, no timers, no rows (`Store.forget`: the queued ones dropped unwritten, the
+    tables emptied if a read had written the queue to them). Used where one engine serves
+    many short runs in turn (`Isolated`, `dl.explore_crashes`)."""
     engine._runs = {}
     engine._heap = []
     engine._worlds = {}
     engine._telemetry = []
-    store = engine.store
-    if store._queue is not None:
-        store._queue.clear()                        # the ended runs' rows, never written
-    if written:
-        for table in _STORE_TABLES:
-            store.con.execute(f"DELETE FROM {table}")
+    engine.store.forget()
 
 
 # --- jobs -------------------------------------------------------------------------------------
@@ -222,16 +215,15 @@ class Isolated:
         add_starts(load, state)
         for name, instants in stamped_calls(world).items():
             add_load(load, name, instants)
-        self._clear(crashed)
+        self._clear()
         return metrics
 
-    def _clear(self, crashed: int) -> None:
-        clear(self.engine, written=bool(crashed))
+    def _clear(self) -> None:
+        clear(self.engine)
 
     def close(self) -> None:
         if self.engine is not None:
-            if self.engine.store._queue is not None:
-                self.engine.store._queue.clear()
+            self.engine.store.forget()
             self.engine.close()
             self.engine = None
 
@@ -265,8 +257,7 @@ def run_contended(workflow, runs, policies, plan, world_factory, timeout, load: 
             add_load(load, name, instants)
         return out
     finally:
-        if engine.store._queue is not None:
-            engine.store._queue.clear()     # in memory: rows nobody will read again
+        engine.store.forget()     # in memory: rows nobody will read again
         engine.close()
 
 
