@@ -200,7 +200,7 @@ class _Runner:
     short run (its DuckDB schema), so the rows share one engine, emptied after each row
     whose run ended (as the sweep's isolated runs are): a crash then reloads only the row's
     own run, as a fresh worker would, and nothing else (without emptying, every recovery
-    read every earlier row's run again, and 254 rows cost a minute instead of seconds). The
+    read every earlier row's run again, so a row cost more the more rows came before it). The
     world the row's code reaches (``engine.world``) is the row's own. A row whose run does
     not end (it hangs, or waits for a signal that never comes) gets the next rows a new
     engine, so nothing of it can run again in a later row's crash recovery; so does a row

@@ -228,3 +228,21 @@ def test_each_row_gets_its_own_world_through_ctx_world():
     assert len(worlds) == len(report.frame) == 4         # the baseline and three points
     assert broken_points(report) == {(1, "charge", "after_effect")}
     assert [len(w.calls) for w in worlds] == [1, 1, 2, 1]
+
+
+def test_each_recovery_reloads_only_its_own_rows_run(monkeypatch):
+    """The rows share one engine, emptied after each: a crash recovery reads back the row's
+    own run and no earlier row's, so a row costs the same however many came before it."""
+    from durablelab.engine import Engine
+    seen, load = [], Engine._load
+
+    def counting_load(self, *args, **kwargs):
+        load(self, *args, **kwargs)
+        seen.append(sorted(self._runs))
+
+    monkeypatch.setattr(Engine, "_load", counting_load)
+    report = explore(honor_keys=True)
+    recoveries = [runs for runs in seen if runs]
+    assert len(recoveries) == int(report.frame.fired.sum()) > 20
+    assert all(len(runs) == 1 for runs in recoveries), recoveries[:3]
+    assert report.ok
