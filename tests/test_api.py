@@ -63,3 +63,14 @@ def test_the_version_is_kept_in_one_place_and_matches_pyproject():
     text = (ROOT / "pyproject.toml").read_text()
     assert f'version = "{version.__version__}"' in text
     assert dl.__version__ == export.__version__ == version.__version__
+
+
+def test_no_module_imports_the_version_from_the_package_face():
+    # The package face (durablelab/__init__.py) imports everything: a module that takes
+    # the version from it runs back up the layers. version.py is where it lives.
+    package = ROOT / "durablelab"
+    found = [str(path.relative_to(ROOT)) for path in package.rglob("*.py")
+             if path.name != "__init__.py" or path.parent != package
+             if re.search(r"from (\.+|durablelab) import [^\n]*__version__",
+                          path.read_text())]
+    assert found == []

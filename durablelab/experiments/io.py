@@ -48,7 +48,7 @@ def _plain(value):
 
 
 def _records(experiment) -> list[tuple[str, dict]]:
-    from .. import __version__
+    from ..version import __version__
     frame, load = experiment.frame, experiment.load
     out = [("header", {"format": FORMAT, "version": VERSION,
                        "created_by": f"durablelab {__version__}", "runs": len(frame),
