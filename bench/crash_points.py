@@ -4,7 +4,7 @@
     .venv/bin/python bench/crash_points.py --quick    # CI: single crashes only; seconds
     .venv/bin/python bench/crash_points.py --profile  # and cProfile the exploration
 
-Lesson 12 explores every single and double crash of the onboarding workflow
+Lesson 13 explores every single and double crash of the onboarding workflow
 (`durablelab.examples.onboarding.onboard_vendor`, with the approval signal sent at the start
 and services that ignore idempotency keys, so the crash window really breaks "each effect
 exactly once"): a crash-free baseline, then one run per crash point (22 of them), then one
