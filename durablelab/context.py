@@ -105,8 +105,13 @@ class Context:
                     _number(value, f"ctx.activity({name!r})", what, frame)
         if type(name) is not str or not name or not name.isascii():
             check_text(name, f"ctx.activity at {h.site(frame)}", "name")
-        self._check()
-        event = self._expect(h.ACTIVITY, name, frame, args, kwargs)
+        if self.diverged is not None:   # self._check(), inline: replay asks this per call
+            raise self.diverged
+        try:
+            event = self._cursor.expect(h.ACTIVITY, name, frame, args, kwargs)
+        except NonDeterminismError as exc:
+            self.diverged = exc
+            raise
         if event is not None:
             if event.ok:
                 return event.loads()

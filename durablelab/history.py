@@ -257,10 +257,12 @@ class Cursor:
         are compared first cheaply, against the arguments that last matched this event, and
         only then by digest, which costs up to a millisecond for a large prompt.
         """
-        event = self.peek()
-        if event is None:
+        position = self.position
+        if position >= len(self.history):
             return None
-        kwargs = kwargs or {}
+        event = self.history[position]
+        if kwargs is None:
+            kwargs = {}
         if event.kind != kind or event.name != name:
             text = None if args is None else canonical(args, kwargs, f"ctx.{kind}",
                                                        call_site, name)
@@ -276,7 +278,9 @@ class Cursor:
                     raise self.diverged(event, kind, name, requested, call_site,
                                         "different_arguments", text)
                 event.matched_args = json.loads(text)
-        return self.take()
+        self.position = position + 1      # self.take(), inline
+        self.replayed += 1
+        return event
 
     def expect_end(self) -> NonDeterminismError | None:
         """Called when the workflow returns: history must have been consumed."""
