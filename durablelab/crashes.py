@@ -31,13 +31,13 @@ break, because a crash loses what was done but not yet committed, and it is done
 from __future__ import annotations
 
 import itertools
-import json
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import pandas as pd
 
 from .faults import CRASH_POINTS, Crash, FaultPlan
+from .run import Run
 
 COLUMNS = ["position", "activity", "point", "position2", "activity2", "point2", "fired",
            "holds", "status", "detail", "run_id", "run"]
@@ -166,24 +166,22 @@ class _RunView:
 
     Building a Run's DataFrames costs more than a short run itself, and most invariants
     read only ``status`` and ``result`` (and the world); so those come straight from the
-    engine's view of the run, and ``history``, ``attempts``, ``crashes``, ``timeline()`` and
-    the rest from ``engine.run(run_id)`` on first use. It is read while its engine is open."""
+    run's `Engine.snapshot`, and ``history``, ``attempts``, ``crashes``, ``timeline()`` and
+    the rest from the `Run` built from that snapshot on first use."""
 
     def __init__(self, engine, run_id: str):
-        # The engine's own record of the run: the same object `engine.run()` reads.
-        state = engine._state(run_id)
-        self._engine, self._full = engine, None
-        self.run_id, self.workflow, self.status = run_id, state.workflow, state.status
-        self.result = None if state.result_json is None else json.loads(state.result_json)
-        self.error, self.seed = state.error, state.seed
-        self.input = json.loads(state.input_json)
-        self.started_at, self.ended_at = state.started_at, state.ended_at
-        self.crashes_fired = sum(1 for row in state.fault_rows if row[2] == "Crash")
+        snapshot = self._snapshot = engine.snapshot(run_id)
+        self._full = None
+        self.run_id, self.workflow, self.status = run_id, snapshot.workflow, snapshot.status
+        self.result, self.input = snapshot.result, snapshot.input
+        self.error, self.seed = snapshot.error, snapshot.seed
+        self.started_at, self.ended_at = snapshot.started_at, snapshot.ended_at
+        self.crashes_fired = len(snapshot.crash_faults)
 
     def full(self):
         """The `Run` itself (built once)."""
         if self._full is None:
-            self._full = self._engine.run(self.run_id)
+            self._full = Run.from_snapshot(self._snapshot)
         return self._full
 
     def __getattr__(self, name):     # history, attempts, wakeups, crashes, timeline, ...
