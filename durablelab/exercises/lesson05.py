@@ -148,10 +148,11 @@ def order_of_models(answer):
 
 
 def _runaway(budget):
-    """The BudgetExceeded met when the lesson's support agent, with its order
-    service down, runs under `budget`."""
+    """The BudgetExceeded met when the lesson's support agent, with its order service down,
+    runs under `budget`."""
     import durablelab as dl
     from ..sim import SimLLM
+
     def lookup_order(order_id: str) -> dict:
         raise ConnectionError("order service unavailable")     # the service is down
 
