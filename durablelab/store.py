@@ -27,7 +27,7 @@ import duckdb
 import pyarrow as pa
 
 from . import queued
-from .errors import (StoreFormatError, StoreLockedError, store_not_readable_as_is,
+from .errors import (StoreFormatError, StoreLockedError, bad_value, store_not_readable_as_is,
                      store_open_error, store_unreadable)
 
 SCHEMA_VERSION = 4
@@ -448,8 +448,8 @@ class Store:
         dropped unwritten; the tables are emptied only if the queue ever reached them (a
         read, such as a crash's recovery, writes it first)."""
         if self._queue is None:
-            raise ValueError(f"Store.forget() empties an in-memory store only; {self.path} "
-                             f"is a file")
+            raise bad_value("Store.forget()", None, f"it empties an in-memory store only, "
+                            f"and {self.path} is a file: nothing durable is ever forgotten")
         self._queue.clear()
         if self._written:
             self.con.execute("; ".join(f"DELETE FROM {table}" for table in self._columns))

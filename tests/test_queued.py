@@ -100,7 +100,7 @@ def test_forget_empties_the_store_for_the_next_run():
 def test_forget_refuses_a_file_store(tmp_path):
     engine = dl.Engine(tmp_path / "lab.duckdb")
     try:
-        with pytest.raises(ValueError, match="in-memory store only"):
+        with pytest.raises(dl.DurableLabError, match="in-memory store only.*is a file"):
             engine.store.forget()
     finally:
         engine.close()
