@@ -8,6 +8,7 @@ WRONG = [
     ("08.1", ["deactivate_vendor"], "its service saw it once", None),
     ("08.1", "remove_payee", "as a list of names", None),
     ("08.3", ["register_payee", "remove_payee"], "does not run remove_payee again", None),
+    ("08.3", 1, "as a list of names", None),
     ("08.3", [], "an effect that did happen is missing", "register_payee"),
 ]
 

@@ -29,7 +29,8 @@ def _onboard(plan, escalation=None):
 
 
 def _names(answer, what: str) -> list[str]:
-    if isinstance(answer, str) or not all(isinstance(name, str) for name in answer):
+    if not isinstance(answer, (list, tuple)) or not all(isinstance(name, str)
+                                                     for name in answer):
         raise Stop(f"give {what} as a list of names, such as ['create_vendor'] "
                    f"([] for none)")
     return list(answer)
