@@ -19,9 +19,9 @@ An attempt passes these points in order, and each can end it:
 
 The engine owns one `AttemptRunner` and hands it a `Host`: the few things of the engine an
 attempt may touch (the clock, the store, the runs, how to record, when to schedule). The
-engine calls back in at four places only: `execute` (a new `ctx.activity`), `finish` (an
-attempt that was in flight has ended), `die` (the worker's death), and the crash points armed
-during a wait (`arm_crash_during_wait`, `crash_during_wait`).
+engine calls in through five methods only: `execute` (a new `ctx.activity`), `finish` (an
+attempt that was in flight has ended), `die` (the worker's death), and the crash point armed
+during a wait (`arm_crash_during_wait`, then `crash_during_wait` when it falls due).
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from .draws import Draws
 from .errors import (BudgetExceeded, DurableLabError, ModelOutputError, NonRetryable,
                      RateLimited, Transient, activity_failed)
 from .faults import Crash, Hang, Latency, Malformed, Timeout, draw
+from .records import AttemptRecord, CrashRecord, FaultRecord
 from .retry import classify, next_delay
 
 if TYPE_CHECKING:
@@ -143,9 +144,10 @@ class AttemptRunner:
         previous = state.attempts.get(position, [])
         if previous:
             last = previous[-1]
-            if last[5] + last[9] > now:  # the retry backoff has not elapsed: a durable timer
-                raise Suspend(last[5] + last[9], "retry", name=name, position=position,
-                              attempt=last[3])
+            due_at = last.ended_at + last.delay
+            if due_at > now:  # the retry backoff has not elapsed: a durable timer
+                raise Suspend(due_at, "retry", name=name, position=position,
+                              attempt=last.attempt)
         attempt = len(previous) + 1
         budget = state.budget
         if budget is not None and budget.turns is not None and state.spend.turns >= budget.turns:
@@ -172,7 +174,7 @@ class AttemptRunner:
             latency = float("inf")   # silent: not even a heartbeat comes (see _cut)
         else:
             error = rule.failure()
-        first_started_at = previous[0][4] if previous else now
+        first_started_at = previous[0].started_at if previous else now
         ended, timed_out = self._cut(state, req, now, now + latency, first_started_at,
                                      silent=isinstance(rule, Hang))
         if timed_out is not None:
@@ -245,8 +247,8 @@ class AttemptRunner:
         takes_key, takes_feedback = accepts(fn)
         if takes_key and "idempotency_key" not in kwargs:
             kwargs["idempotency_key"] = f"{state.run_id}:{position}"
-        if takes_feedback and previous and previous[-1][7] == "ModelOutputError":
-            kwargs["feedback"] = previous[-1][8]
+        if takes_feedback and previous and previous[-1].error_class == "ModelOutputError":
+            kwargs["feedback"] = previous[-1].error
         try:
             with heartbeat.attempt(self.host.store, self.host.clock, state.run_id, position,
                                    len(previous) + 1, name):
@@ -289,7 +291,7 @@ class AttemptRunner:
             return result
         policy = o["policy"]
         previous = state.attempts.get(position, [])
-        malformed = sum(1 for row in previous if row[7] == "ModelOutputError")
+        malformed = sum(1 for row in previous if row.error_class == "ModelOutputError")
         burnt = isinstance(error, ModelOutputError) and self._burn(state, error)
         if isinstance(error, ModelOutputError):
             retry = malformed + 1 <= policy.model_output_budget
@@ -307,9 +309,9 @@ class AttemptRunner:
                 retry = False
                 why = f"the next attempt would start after schedule_to_close={limit:g}s"
         if retry:
-            row = (state.run_id, position, name, attempt, o["started_at"], o["ended_at"],
-                   outcome_of(error), error.error_class, error.message, delay,
-                   policy.max_attempts)
+            row = AttemptRecord(state.run_id, position, name, attempt, o["started_at"],
+                                o["ended_at"], outcome_of(error), error.error_class,
+                                error.message, delay, policy.max_attempts)
             state.attempts.setdefault(position, []).append(row)
             self.host._write(state, "attempts", row)
             if burnt:
@@ -355,18 +357,19 @@ class AttemptRunner:
         """The rule's draws (see `faults.draw`) if it fires on this attempt, else None."""
         crash = isinstance(rule, Crash)
         if rule.times is not None or crash:
-            rows = [r for r in state.fault_rows if r[1] == index]
+            rows = [r for r in state.fault_rows if r.rule == index]
             if rule.times is not None and len(rows) >= rule.times:
                 return None
-            if crash and any(r[4] == position and r[5] == attempt for r in rows):
+            if crash and any(r.position == position and r.attempt == attempt for r in rows):
                 return None  # a crash point fires once: the recovered worker passes it
         rng = draw(state.seed, index, position, attempt)
         return rng if rng.random() < rule.p else None
 
-    def _record_fault(self, state, index, rule, position, attempt) -> tuple:
+    def _record_fault(self, state, index, rule, position, attempt) -> FaultRecord:
         """Note a firing in memory and return its row; the caller commits it."""
-        row = (state.run_id, index, type(rule).__name__, getattr(rule, "point", None),
-               position, attempt, self.host.clock.now())
+        row = FaultRecord(state.run_id, index, type(rule).__name__,
+                          getattr(rule, "point", None), position, attempt,
+                          self.host.clock.now())
         state.fault_rows.append(row)
         return row
 
@@ -391,10 +394,10 @@ class AttemptRunner:
         now = self.host.clock.now()
         lost = [row for row in map(self._lost_attempt, self.host._runs.values()) if row]
         self.host.store.write({"faults": list(faults), "attempts": lost,
-                          "crashes": [(now, run_id, position, point, cause)]})
+                          "crashes": [CrashRecord(now, run_id, position, point, cause)]})
         raise WorkerCrash(cause)
 
-    def _lost_attempt(self, state) -> tuple | None:
+    def _lost_attempt(self, state) -> AttemptRecord | None:
         """The attempts row of a run's attempt in flight when the worker died, or None."""
         o = state.inflight
         if o is None:
@@ -406,13 +409,14 @@ class AttemptRunner:
             noticed = max(now, o["started_at"] + o["start_to_close"])
             how = f"no answer within start_to_close={o['start_to_close']:g}s"
         else:   # nothing but the fresh worker can notice it, and it runs it again at once
-            return (state.run_id, o["position"], o["name"], o["attempt"], o["started_at"],
-                    now, "crashed", None, "the worker running this attempt died", 0.0,
-                    o["policy"].max_attempts)
-        return (state.run_id, o["position"], o["name"], o["attempt"], o["started_at"],
-                noticed, "timeout", "Transient",
-                f"the worker running this attempt died; noticed by {how}", 0.0,
-                o["policy"].max_attempts)
+            return AttemptRecord(state.run_id, o["position"], o["name"], o["attempt"],
+                                 o["started_at"], now, "crashed", None,
+                                 "the worker running this attempt died", 0.0,
+                                 o["policy"].max_attempts)
+        return AttemptRecord(state.run_id, o["position"], o["name"], o["attempt"],
+                             o["started_at"], noticed, "timeout", "Transient",
+                             f"the worker running this attempt died; noticed by {how}", 0.0,
+                             o["policy"].max_attempts)
 
     def arm_crash_during_wait(self, state, suspend: Suspend) -> None:
         if state.faults is None:

@@ -43,9 +43,11 @@ from .faults import FaultPlan
 from .retry import Overrides
 from .guard import Guard
 from .journal import JOURNALS
+from .records import (AttemptRecord, CrashRecord, FaultRecord, RunEnd, RunRecord,
+                      SignalRecord, WakeupRecord, as_records)
 from .snapshot import (AttemptRow, CrashFault, CrashRow, EventRow, InFlight, RunSnapshot,
                        WakeupRow)
-from .store import Store, event_row
+from .store import EVENT_COLS, Store, event_row
 
 DURABILITY = tuple(JOURNALS)   # ("sync", "batch", "exit"): see durablelab/journal.py
 FINAL = ("completed", "failed", "continued")
@@ -141,10 +143,11 @@ class RunState:
     fn: Callable | None = None
     faults: FaultPlan | None = None
     history: list | None = field(default_factory=list)   # None: ended, not loaded yet
-    attempts: dict = field(default_factory=dict)          # position -> failed attempt rows
-    signals: list = field(default_factory=list)
-    fault_rows: list = field(default_factory=list)
-    wakeups: list = field(default_factory=list)
+    #: position -> the AttemptRecords of attempts that did not end the activity there
+    attempts: dict[int, list[AttemptRecord]] = field(default_factory=dict)
+    signals: list[Signal] = field(default_factory=list)
+    fault_rows: list[FaultRecord] = field(default_factory=list)
+    wakeups: list[WakeupRecord] = field(default_factory=list)
     gen: int = 0                  # bumped on every reschedule; stale heap items are skipped
     waiting: str | None = None    # timer | retry | signal | activity
     waiting_on: str | None = None
@@ -152,7 +155,7 @@ class RunState:
     due_at: float | None = None
     inflight: dict | None = None
     pending: dict = field(default_factory=dict)           # uncommitted rows, by table
-    pending_end: tuple | None = None
+    pending_end: RunEnd | None = None
     damage: DurableLabError | None = None   # a DamagedRunError: the run is set aside
     timeout: float | None = None  # the run's time-out, seconds from started_at
     budget: Budget | None = None
@@ -169,13 +172,14 @@ class RunState:
         if options.get("policies"):
             self.overrides = _overrides(options["policies"])
 
-    def row(self) -> tuple:
-        return (self.run_id, self.workflow, self.input_json, self.seed, self.faults_json,
-                self.options_json, self.parent_run_id, "running", None, None, self.started_at,
-                None)
+    def row(self) -> RunRecord:
+        """The run's `runs` row as its start records it."""
+        return RunRecord(self.run_id, self.workflow, self.input_json, self.seed,
+                         self.faults_json, self.options_json, self.parent_run_id, "running",
+                         None, None, self.started_at, None)
 
 
-def snapshot_of(state: RunState, crash_rows: list[tuple]) -> RunSnapshot:
+def snapshot_of(state: RunState, crash_rows: list[CrashRecord]) -> RunSnapshot:
     """A run's state copied out as the immutable facts a view reads (see `RunSnapshot`);
     `crash_rows` are the `crashes` rows of worker deaths during its life."""
     o = state.inflight
@@ -190,8 +194,8 @@ def snapshot_of(state: RunState, crash_rows: list[tuple]) -> RunSnapshot:
                      for e in state.history),
         retried=tuple(AttemptRow(*row[1:]) for rows in state.attempts.values()
                       for row in rows),
-        crash_faults=tuple(CrashFault(f[4], f[5], f[3], f[6]) for f in state.fault_rows
-                           if f[2] == "Crash"),
+        crash_faults=tuple(CrashFault(f.position, f.attempt, f.point, f.fired_at)
+                           for f in state.fault_rows if f.type == "Crash"),
         inflight=None if o is None else InFlight(o["position"], o["name"], o["attempt"],
                                                  o["started_at"]),
         wakeups=tuple(WakeupRow(*row[1:]) for row in state.wakeups),
@@ -394,8 +398,8 @@ class Engine:
         if signal_id is not None and any(s.signal_id == signal_id for s in state.signals):
             return False
         arrived = Signal(len(state.signals) + 1, name, signal_id, value_json, self.clock.now())
-        self.store.insert("signals", (run_id, arrived.seq, name, signal_id, value_json,
-                                      arrived.arrived_at))
+        self.store.insert("signals", SignalRecord(run_id, arrived.seq, name, signal_id,
+                                                  value_json, arrived.arrived_at))
         state.signals.append(arrived)
         if state.waiting == "signal" and state.waiting_on == name:
             self._schedule(state, self.clock.now(), "wake", "signal")
@@ -499,8 +503,9 @@ class Engine:
         # without the history it replays (it would run those steps again).
         self.store.write({"runs": [state.row()],
                           "event_log": [event_row(new_id, e) for e in copied],
-                          "signals": [(new_id, sig.seq, sig.name, sig.signal_id,
-                                       sig.value_json, sig.arrived_at) for sig in signals]})
+                          "signals": [SignalRecord(new_id, sig.seq, sig.name, sig.signal_id,
+                                                   sig.value_json, sig.arrived_at)
+                                      for sig in signals]})
         if state.budget is not None:   # the copied steps were spent once, by the source
             for event in copied:
                 if event.kind == h.ACTIVITY:
@@ -622,28 +627,30 @@ class Engine:
         self._heap = []
         runs = self.store.run_rows()
         for row in runs:
-            if row[7] not in UNFINISHED:
+            if row.status not in UNFINISHED:
                 state = self._state_from_row(row)
                 state.history = None
                 self._runs[state.run_id] = state
         loaded = self.store.load_unfinished()
-        running = [row for row in runs if row[7] in UNFINISHED]
+        running = [row for row in runs if row.status in UNFINISHED]
         if opening:   # a new clock starts no earlier than anything recorded
             latest = [self.store.latest_instant() or self.clock.now()]
-            latest += (row[11] if row[11] is not None else row[10] for row in runs)
-            latest += (row[7] for row in loaded["events"])
-            latest += (row[5] for row in loaded["attempts"])
-            latest += (row[5] for row in loaded["signals"])
-            latest += (row[6] for row in loaded["faults"])
+            latest += (row.ended_at if row.ended_at is not None else row.started_at
+                       for row in runs)
+            recorded_at = EVENT_COLS.index("recorded_at")   # events are the view's tuples
+            latest += (row[recorded_at] for row in loaded["events"])
+            latest += (row.ended_at for row in loaded["attempts"])
+            latest += (row.arrived_at for row in loaded["signals"])
+            latest += (row.fired_at for row in loaded["faults"])
             self.clock.advance_to(max(latest))
         for row in running:
-            state = self._runs[row[0]] = self._state_from_row(row)
+            state = self._runs[row.run_id] = self._state_from_row(row)
             if state.status == "diverged":
-                state.stored_error = row[9]
+                state.stored_error = row.error
         self._fill(loaded)
         unknown: dict[str, list[str]] = {}
         for row in running:
-            state = self._runs[row[0]]
+            state = self._runs[row.run_id]
             if state.damage is not None:
                 continue   # set aside: listed, never run (reading it says why)
             if state.fn is None:
@@ -672,25 +679,26 @@ class Engine:
             if state.damage is None:
                 state.damage = damaged_run(self.path, run_id, position,
                                            "its event's body is not the JSON durablelab wrote")
-        for row in loaded["events"]:
-            state = self._runs[row[0]]
+        for row in loaded["events"]:   # (run_id, position, ...): the `events` view's columns
+            run_id, position = row[0], row[1]
+            state = self._runs[run_id]
             if state.damage is not None:
                 continue
             history = state.history
-            if row[1] != len(history) + 1:
-                state.damage = history_gap(self.path, row[0], row[1], len(history) + 1)
+            if position != len(history) + 1:
+                state.damage = history_gap(self.path, run_id, position, len(history) + 1)
                 continue
             history.append(h.Event(*row[1:]))
         for row in loaded["attempts"]:
-            self._runs[row[0]].attempts.setdefault(row[1], []).append(row)
+            self._runs[row.run_id].attempts.setdefault(row.position, []).append(row)
         for row in loaded["signals"]:
-            self._runs[row[0]].signals.append(Signal(*row[1:]))
+            self._runs[row.run_id].signals.append(Signal(*row[1:]))
         for row in loaded["faults"]:
-            self._runs[row[0]].fault_rows.append(row)
+            self._runs[row.run_id].fault_rows.append(row)
         for row in loaded["wakeups"]:
-            self._runs[row[0]].wakeups.append(row)
+            self._runs[row.run_id].wakeups.append(row)
 
-    def _state_from_row(self, row: tuple) -> RunState:
+    def _state_from_row(self, row: RunRecord) -> RunState:
         """A run's state from its `runs` row; a row whose JSON columns do not read back
         gives a state set aside (`damage`), so one damaged run never keeps the rest out."""
         (run_id, workflow, input_json, seed, faults_json, options_json, parent, status,
@@ -733,12 +741,12 @@ class Engine:
                 f"returned.", run_id=run_id)
         return state
 
-    def _crash_rows(self, state: RunState) -> list[tuple]:
+    def _crash_rows(self, state: RunState) -> list[CrashRecord]:
         end = state.ended_at if state.ended_at is not None else float("inf")
         # Its own crashes, and other runs' while it was alive (one started at the very
         # instant of a crash, after it, was not).
         return [row for row in self.store.crash_rows()
-                if row[1] == state.run_id or state.started_at < row[0] <= end]
+                if row.run_id == state.run_id or state.started_at < row.crashed_at <= end]
 
     def _check_writable(self, call: str) -> None:
         self._check_open()
@@ -843,7 +851,8 @@ class Engine:
         if state.waking is None:
             return
         (woke_at, reason, cursor, before), state.waking = state.waking, None
-        row = (state.run_id, woke_at, reason, cursor.replayed, len(state.history) - before)
+        row = WakeupRecord(state.run_id, woke_at, reason, cursor.replayed,
+                           len(state.history) - before)
         state.wakeups.append(row)
         self._telemetry.append(row)
 
@@ -900,7 +909,7 @@ class Engine:
         state.gen += 1
         error_json = json.dumps(exc.to_json())
         if error_json != state.stored_error:
-            self.store.write({}, ends=[("diverged", None, error_json, None, state.run_id)])
+            self.store.write({}, ends=[RunEnd("diverged", None, error_json, None, state.run_id)])
             state.stored_error = error_json
 
     def _undiverge(self, state: RunState) -> None:
@@ -908,7 +917,7 @@ class Engine:
         again, unless its end, just written, already says how it finished."""
         if state.status not in FINAL:
             state.error = None
-            self.store.write({}, ends=[("running", None, None, None, state.run_id)])
+            self.store.write({}, ends=[RunEnd("running", None, None, None, state.run_id)])
         state.stored_error = None
 
     def _continue(self, state: RunState, input_json: str) -> None:
@@ -924,8 +933,8 @@ class Engine:
         state.status, state.result_json, state.error = status, result_json, error
         state.ended_at = self.clock.now()
         state.gen += 1
-        end = (status, result_json, json.dumps(error.to_json()) if error else None,
-               state.ended_at, state.run_id)
+        end = RunEnd(status, result_json, json.dumps(error.to_json()) if error else None,
+                     state.ended_at, state.run_id)
         self._note_wakeup(state)   # so the run's last wake-up row may share the end's commit
         self._telemetry = self._journal.end(state, end, self._telemetry)
 

@@ -29,6 +29,8 @@ import pyarrow as pa
 from . import queued
 from .errors import (StoreFormatError, StoreLockedError, bad_value, store_not_readable_as_is,
                      store_open_error, store_unreadable)
+from .records import (AttemptRecord, CrashRecord, FaultRecord, RunEnd, RunRecord,
+                      SignalRecord, WakeupRecord, as_records)
 
 SCHEMA_VERSION = 4
 
@@ -183,14 +185,16 @@ EVENT_COLS = ("run_id", "position", "kind", "name", "digest", "ok", "value", "re
 #: The columns of schema 2's `events` table (it had no args).
 EVENT_COLS_V2 = EVENT_COLS[:-1]
 EVENT_LOG_COLS = ("run_id", "position", "body")
-ATTEMPT_COLS = ("run_id", "position", "activity", "attempt", "started_at", "ended_at",
-                "outcome", "error_class", "error", "delay", "max_attempts")
-RUN_COLS = ("run_id", "workflow", "input", "seed", "faults", "options", "parent_run_id",
-            "status", "result", "error", "started_at", "ended_at")
-SIGNAL_COLS = ("run_id", "seq", "name", "signal_id", "value", "arrived_at")
-FAULT_COLS = ("run_id", "rule", "type", "point", "position", "attempt", "fired_at")
-CRASH_COLS = ("crashed_at", "run_id", "position", "point", "cause")
-WAKEUP_COLS = ("run_id", "woke_at", "reason", "replayed", "recorded")
+# The other tables' columns are their row types' fields (durablelab/records.py).
+ATTEMPT_COLS = AttemptRecord._fields
+RUN_COLS = RunRecord._fields
+SIGNAL_COLS = SignalRecord._fields
+FAULT_COLS = FaultRecord._fields
+CRASH_COLS = CrashRecord._fields
+WAKEUP_COLS = WakeupRecord._fields
+#: The row type `load` gives each table's rows.
+_RECORDS = {"attempts": AttemptRecord, "signals": SignalRecord, "faults": FaultRecord,
+            "wakeups": WakeupRecord}
 
 # The `body` of an event_log row: compact JSON; a float keeps every digit (its repr).
 _BODY = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
@@ -378,7 +382,7 @@ class Store:
 
     def write(self, rows: dict[str, list[tuple]], ends: list[tuple] = ()) -> None:
         """Write rows to several tables and end runs, atomically, in as few statements as
-        the rows allow. `ends` holds (status, result, error, ended_at, run_id) tuples."""
+        the rows allow. `ends` holds `RunEnd`s (or tuples in its fields' order)."""
         if self._queue is not None:
             self._queue.append((rows, list(ends)))
             if len(self._queue) >= QUEUE_LIMIT:
@@ -462,18 +466,22 @@ class Store:
             for table, table_rows in rows.items():
                 tables.setdefault(table, []).extend(table_rows)
             ends.extend(write_ends)
-        runs = tables.get("runs", [])
-        started = {row[0]: i for i, row in enumerate(runs)}
+        # Callers may hand plain tuples in the tables' column order: read them by name.
+        runs = as_records(RunRecord, tables.get("runs", []))
+        if runs:
+            tables["runs"] = runs
+        started = {row.run_id: i for i, row in enumerate(runs)}
         late = []
         # A run's status can change more than once in the queue (diverged, then running
         # again, then ended): the last change is the one that holds.
-        ends = list({end[4]: end for end in ends}.values())
-        for status, result, error, ended_at, run_id in ends:
-            i = started.get(run_id)
+        ends = list({end.run_id: end for end in as_records(RunEnd, ends)}.values())
+        for end in ends:
+            i = started.get(end.run_id)
             if i is None:
-                late.append((status, result, error, ended_at, run_id))
+                late.append(end)
             else:
-                runs[i] = runs[i][:7] + (status, result, error) + runs[i][10:11] + (ended_at,)
+                runs[i] = runs[i]._replace(status=end.status, result=end.result,
+                                           error=end.error, ended_at=end.ended_at)
         self.con.execute("BEGIN")
         try:
             for table, rows in tables.items():
@@ -489,8 +497,7 @@ class Store:
             raise
 
     def _bulk_ends(self, ends: list[tuple]) -> None:
-        batch = pa.table({c: list(v) for c, v in zip(
-            ("status", "result", "error", "ended_at", "run_id"), zip(*ends))})
+        batch = pa.table({c: list(v) for c, v in zip(RunEnd._fields, zip(*ends))})
         self._with_batch("_durablelab_ends", batch,
                           "UPDATE runs SET status = e.status, result = e.result, "
                           "error = e.error, ended_at = e.ended_at "
@@ -507,8 +514,8 @@ class Store:
             with contextlib.suppress(duckdb.TransactionException):
                 self.con.unregister(name)
 
-    def end(self, end: tuple) -> None:
-        """Mark a run ended: (status, result, error, ended_at, run_id)."""
+    def end(self, end: RunEnd) -> None:
+        """Mark a run ended (or diverged, or running again)."""
         self.con.execute("UPDATE runs SET status = ?, result = ?, error = ?, ended_at = ? "
                          "WHERE run_id = ?", end)
 
@@ -532,33 +539,39 @@ class Store:
         return (self._queue is not None and not self._written
                 and len(self._queue) <= queued.QUEUE_SCAN_LIMIT)
 
-    def run_rows(self) -> list[tuple]:
-        """Every run's row (RUN_COLS), ordered by (started_at, run_id)."""
+    def run_rows(self) -> list[RunRecord]:
+        """Every run's row, ordered by (started_at, run_id)."""
         if self._queue_holds_all():
-            return queued.runs(self._queue)
-        return self.fetch(f"SELECT {', '.join(RUN_COLS)} FROM runs ORDER BY started_at, run_id")
+            return as_records(RunRecord, queued.runs(self._queue))
+        return as_records(RunRecord, self.fetch(
+            f"SELECT {', '.join(RUN_COLS)} FROM runs ORDER BY started_at, run_id"))
 
-    def crash_rows(self) -> list[tuple]:
-        """Every crash row (CRASH_COLS), ordered by crashed_at."""
+    def crash_rows(self) -> list[CrashRecord]:
+        """Every crash row, ordered by crashed_at."""
         if self._queue_holds_all():
-            return queued.crashes(self._queue)
-        return self.fetch(f"SELECT {', '.join(CRASH_COLS)} FROM crashes ORDER BY crashed_at")
+            return as_records(CrashRecord, queued.crashes(self._queue))
+        return as_records(CrashRecord, self.fetch(
+            f"SELECT {', '.join(CRASH_COLS)} FROM crashes ORDER BY crashed_at"))
 
-    def load_unfinished(self) -> dict[str, list[tuple]]:
+    def load_unfinished(self) -> dict[str, list]:
         """`load` of the runs whose status is running or diverged: what a fresh worker reads."""
         if self._queue_holds_all():
-            ids = {row[0] for row in queued.runs(self._queue) if row[7] in UNFINISHED}
+            ids = {row.run_id for row in as_records(RunRecord, queued.runs(self._queue))
+                   if row.status in UNFINISHED}
             found = queued.rows_of(self._queue, ids)
-            out = {table: found[table] for table in ("attempts", "signals", "faults",
-                                                     "wakeups")}
+            out = {table: as_records(record, found[table])
+                   for table, record in _RECORDS.items()}
             out["events"], out["damaged"] = _decoded(found["event_log"])
             return out
         return self.load(f"status IN {UNFINISHED!r}")
 
-    def load(self, where: str, params=()) -> dict[str, list[tuple]]:
+    def load(self, where: str, params=()) -> dict[str, list]:
         """The rows that belong to the runs selected by `where` (a condition on runs), in
         one query per table, ordered for replay. The runs' own rows are the caller's to
-        read: an engine reads every run's row once, when it opens."""
+        read: an engine reads every run's row once, when it opens. Attempts, signals,
+        faults and wake-ups come as their records (`durablelab/records.py`); events as
+        tuples shaped like the `events` view (EVENT_COLS), which the engine turns into
+        `history.Event`s."""
         runs = f"SELECT run_id FROM runs WHERE {where}"
         order = {"attempts": "run_id, position, attempt",
                  "signals": "run_id, seq", "faults": "run_id, fired_at",
@@ -567,10 +580,10 @@ class Store:
         out["events"], out["damaged"] = _decoded(self.fetch(
             f"SELECT run_id, position, body FROM event_log WHERE run_id IN ({runs}) "
             f"ORDER BY run_id, position", params))
-        for table, cols in (("attempts", ATTEMPT_COLS), ("signals", SIGNAL_COLS),
-                            ("faults", FAULT_COLS), ("wakeups", WAKEUP_COLS)):
-            out[table] = self.fetch(f"SELECT {', '.join(cols)} FROM {table} "
-                                    f"WHERE run_id IN ({runs}) ORDER BY {order[table]}", params)
+        for table, record in _RECORDS.items():
+            out[table] = as_records(record, self.fetch(
+                f"SELECT {', '.join(record._fields)} FROM {table} "
+                f"WHERE run_id IN ({runs}) ORDER BY {order[table]}", params))
         return out
 
     def save_clock(self, instant: float) -> None:

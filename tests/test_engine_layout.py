@@ -115,3 +115,44 @@ def test_each_durability_mode_has_its_journal(mode):
         assert type(engine._journal) is JOURNALS[mode]
     finally:
         engine.close()
+
+
+@pytest.mark.parametrize("table", ["runs", "attempts", "signals", "faults", "crashes",
+                                   "wakeups"])
+def test_each_record_type_names_its_tables_columns_in_order(table):
+    from durablelab import records
+    record = {"runs": records.RunRecord, "attempts": records.AttemptRecord,
+              "signals": records.SignalRecord, "faults": records.FaultRecord,
+              "crashes": records.CrashRecord, "wakeups": records.WakeupRecord}[table]
+    engine = dl.Engine()
+    try:
+        columns = [row[0] for row in engine.store.fetch(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = ? "
+            "ORDER BY ordinal_position", [table])]
+        assert list(record._fields) == columns
+    finally:
+        engine.close()
+
+
+def test_rows_read_back_after_a_crash_are_records_with_names():
+    from durablelab.records import AttemptRecord, FaultRecord, WakeupRecord
+
+    def flaky(ctx, _):
+        return ctx.activity("call", lambda: "ok", policy=dl.RetryPolicy(
+            max_attempts=3, initial=1.0, jitter="none"))
+
+    engine = dl.Engine()
+    try:
+        run_id = engine.start(flaky, None, faults=[dl.faults.ServerError("call", attempts=[1])])
+        engine.advance(0.5)                  # attempt 1 failed; its retry is due at 1.0
+        engine.crash()                       # a fresh worker reads every row back
+        state = engine._runs[run_id]
+        (row,) = state.attempts[1]
+        assert type(row) is AttemptRecord
+        assert (row.attempt, row.ended_at + row.delay, row.error_class) == (1, 1.0, "Transient")
+        assert all(type(f) is FaultRecord for f in state.fault_rows)
+        assert all(type(w) is WakeupRecord for w in state.wakeups)
+        engine.run_until_idle()
+        assert engine.run(run_id).status == "completed"
+    finally:
+        engine.close()
