@@ -31,6 +31,86 @@ def _attempts_with(start_to_close: float) -> tuple[str, int]:
     return run.status, len(run.attempts)
 
 
+def _checkout_run(limits: dict, faults: list, honor_keys: bool):
+    """(the Run, the provider's effects) of the lesson's checkout under `limits` and `faults`:
+    three attempts, no jitter, as the lesson's PAY policy."""
+    import durablelab as dl
+    from ..sim import Payments
+    payments = Payments(honor_keys=honor_keys)
+    policy = dl.RetryPolicy(max_attempts=3, initial=1.0, backoff=2.0, jitter="none")
+
+    def charge(amount, idempotency_key=None):
+        return payments.charge("c-1", amount, idempotency_key=idempotency_key)
+
+    def checkout(ctx, amount):
+        return {"charge_id": ctx.activity("charge", charge, amount, policy=policy,
+                                          **limits)["id"]}
+
+    with dl.Engine() as engine:
+        run_id = engine.start(checkout, 42.0, faults=faults)
+        engine.run_until_idle()
+        engine.advance(7 * 86400)
+        return engine.run(run_id), payments.effects
+
+
+def _counted_dict(answer, keys: tuple[str, ...], example: str) -> dict:
+    if not isinstance(answer, dict) or set(answer) != set(keys):
+        raise Stop(f"give a dict with the keys {', '.join(keys)}, such as {example}")
+    return answer
+
+
+@exercise("04.1", "Two lost answers",
+          'a dict {"charges": the charges the provider made, "recorded": the charge id the '
+          'run records}')
+def two_lost_answers(answer):
+    import durablelab as dl
+    answer = _counted_dict(answer, ("charges", "recorded"), '{"charges": 0, "recorded": "ch_0"}')
+    run, effects = _checkout_run({"start_to_close": 30},
+                                 [dl.faults.Timeout("charge", attempts=[1, 2])], False)
+    charges, recorded = len(effects), run.result["charge_id"]
+    if answer["charges"] == charges:
+        yield True, "that many charges: each attempt reached the provider and charged the card"
+    elif answer["charges"] in (1, 2):
+        yield False, ("too few charges: a lost answer is a charge that happened, and a "
+                      "provider that ignores keys charges again on every attempt that reaches it")
+    else:
+        yield False, f"{answer['charges']!r} is not the number of charges the provider made"
+    if answer["recorded"] == recorded:
+        yield True, "and the run records the charge whose answer came back"
+    elif answer["recorded"] == "ch_1":
+        yield False, ("the first charge's answer was lost: the run records only an answer "
+                      "that reached it")
+    else:
+        yield False, f"{answer['recorded']!r} is not the charge the run records"
+
+
+@exercise("04.3", "Only a total",
+          'a dict {"ended_by": the setting that ends the hung attempt, "attempts": how many '
+          'attempts are made}')
+def only_a_total(answer):
+    import durablelab as dl
+    answer = _counted_dict(answer, ("ended_by", "attempts"),
+                           '{"ended_by": "heartbeat", "attempts": 0}')
+    run, _ = _checkout_run({"schedule_to_close": 300}, [dl.faults.Hang("charge")], True)
+    error = str(run.attempts["error"].iloc[0])
+    ended_by = next(s for s in ("start_to_close", "schedule_to_close", "heartbeat")
+                    if s in error)
+    if answer["ended_by"] == ended_by:
+        yield True, "that setting ends the hung attempt, though it bounds the whole activity"
+    elif answer["ended_by"] == "start_to_close":
+        yield False, "this checkout has no start_to_close: something else ends the attempt"
+    else:
+        yield False, (f"{answer['ended_by']!r} does not end it: read the error of the "
+                      f"attempt in run.attempts")
+    if answer["attempts"] == len(run.attempts):
+        yield True, "and that is every attempt: the total is spent before a retry could start"
+    elif answer["attempts"] == 3:
+        yield False, ("the policy allows that many, but an attempt starts only while the "
+                      "total has time left: read when the next one would start")
+    else:
+        yield False, f"{answer['attempts']!r} is not the number of attempts made"
+
+
 @exercise("04.2", "Fit the time-out",
           "the smallest start_to_close, in seconds, that lets the slow checkout complete in "
           "one attempt")
