@@ -22,7 +22,9 @@ Two rules make a saga safe:
     with ctx.saga() as saga:
         vendor = ctx.activity("create_vendor", create_vendor, name)
         saga.add("deactivate_vendor", deactivate_vendor, vendor["id"])
-        ...
+        payee = ctx.activity("register_payee", register_payee, vendor["id"], iban)
+        saga.add("remove_payee", remove_payee, payee["id"])
+        ctx.activity("send_welcome", send_welcome, vendor["id"], name)  # fails: both undone
 """
 
 from __future__ import annotations
