@@ -135,8 +135,8 @@ def make_world(world: str, runs: int, clock):
 
 
 class WorldFactory:
-    """`world(clock)` for `dl.sweep`: picklable (a module-level class), so `processes=`
-    can send it to its workers."""
+    """`world(clock)` for `dl.sweep`: an instance, which forked `processes=` workers
+    inherit (Linux); spawned workers or an executor would need a class or function."""
 
     def __init__(self, world: str, runs: int):
         self.world, self.runs = world, runs

@@ -353,9 +353,9 @@ class AgentConfigError(DurableLabError, ValueError, TypeError):
 
 
 class SweepError(UsageError, ValueError):
-    """A sweep that cannot run as asked: a bad name, policy, plan, input or option, an
-    unpicklable workflow or world for ``processes=``, or a results file made by another
-    sweep."""
+    """A sweep that cannot run as asked: a bad name, policy, plan, input or option, a
+    workflow or world that spawned ``processes=`` or an ``executor=`` could not import, a
+    sweep data form a worker cannot read, or a results file made by another sweep."""
 
     fields = ("argument",)
 

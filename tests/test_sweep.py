@@ -112,6 +112,67 @@ def test_processes_give_exactly_the_serial_results(contention):
     assert serial.load.to_csv() == parallel.load.to_csv()
 
 
+def test_forked_workers_inherit_a_notebook_style_workflow_world_and_factory_instance():
+    # A closure workflow, a lambda world and a factory instance: none has an import path,
+    # and none is sent anywhere: forked workers inherit them.
+    def cell_flow(ctx, order):
+        return sw.order_flow(ctx, order)
+
+    class Factory:
+        def __init__(self, rate):
+            self.rate = rate
+
+        def __call__(self, clock):
+            return sw.Shop(clock, rate=self.rate)
+
+    for world in (lambda clock: sw.Shop(clock), Factory(10.0)):
+        args = dict(inputs=sw.INPUTS, policies=sw.POLICIES, fault_plans=MIXED,
+                    seeds=range(4), world=world)
+        serial = dl.sweep(cell_flow, **args)
+        parallel = dl.sweep(cell_flow, **args, processes=2)
+        assert serial.frame.to_csv() == parallel.frame.to_csv()
+        assert (serial.frame["status"] == "completed").any()
+
+
+@pytest.fixture
+def spawned(monkeypatch):
+    """processes= as on macOS and Windows: workers spawned, the sweep sent as data."""
+    import importlib
+    sweep_module = importlib.import_module("durablelab.experiments.sweep")  # not dl.sweep
+    monkeypatch.setattr(sweep_module, "START_METHOD", "spawn")
+
+
+def test_spawned_workers_rebuild_the_sweep_from_data_and_give_the_serial_table(spawned):
+    serial = small(seeds=range(4))
+    parallel = small(seeds=range(4), processes=2)
+    assert serial.frame.to_csv() == parallel.frame.to_csv()
+    assert serial.load.to_csv() == parallel.load.to_csv()
+
+
+def test_spawned_workers_refuse_what_has_no_import_path_before_any_worker_starts(spawned):
+    with pytest.raises(dl.SweepError, match=r"sweep\(processes=2\) \(worker processes are "
+                       r"spawned .*the world <function .*<lambda>.* cannot be found by the "
+                       r"workers.*Define it at the top level of a module"):
+        small(world=lambda clock: sw.Shop(clock), processes=2)
+    with pytest.raises(dl.SweepError, match=r"the world .*WorldFactory.* is a WorldFactory "
+                       r"instance.*a class \(a subclass can fix its arguments\) or a function"):
+        small(world=WorldFactory(), processes=2)
+
+    def cell_flow(ctx, order):
+        return sw.order_flow(ctx, order)
+    with pytest.raises(dl.SweepError, match=r"the workflow .*cell_flow.* import it as "
+                       r"test_sweep:test_spawned.*<locals>.cell_flow"):
+        dl.sweep(cell_flow, sw.INPUTS, world=sw.Shop, processes=2)
+
+
+class WorldFactory:
+    """A factory whose instance is the world, as bench/sweep.py makes: an instance has no
+    import path of its own."""
+
+    def __call__(self, clock):
+        return sw.Shop(clock)
+
+
 def test_unlimited_retries_end_at_the_sweep_timeout():
     always = {"down": dl.FaultPlan([dl.faults.ServerError("quote")])}
     experiment = dl.sweep(sw.order_flow, sw.INPUTS[:1], fault_plans=always, seeds=range(2),
@@ -262,8 +323,5 @@ def test_bad_sweeps_are_refused_up_front_with_the_fix():
         small(timeout=-1)
     with pytest.raises(TypeError, match="JSON"):
         dl.sweep(sw.plain_flow, [{"n": object()}])
-    local_world = lambda clock: sw.Shop(clock)   # noqa: E731 - unpicklable on purpose
-    with pytest.raises(dl.SweepError, match="world .* cannot be sent to a worker process"):
-        small(world=local_world, processes=2)
     with pytest.raises(dl.SweepError, match="processes=0"):
         small(processes=0)

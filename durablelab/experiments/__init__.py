@@ -5,6 +5,8 @@ seeds, and read what survived at what cost.
   and keeps the results in DuckDB, resumably.
 - `Experiment` (`durablelab.experiments.view`): the results as tables, heat maps and load
   plots; `runs()` makes any run again on demand (`durablelab.experiments.remake`).
+- `spec`: a sweep's arguments checked, and their data form (JSON with import paths) that
+  travels to spawned workers and executors.
 - `runner`: how runs are run, isolated or with contention, and their metrics read.
 - `io`: an experiment exported to JSON Lines or Parquet and loaded back anywhere.
 """

@@ -10,6 +10,21 @@ sweep gives the same table, to the byte, in one process or in many.
 Results go to DuckDB (a file at ``path``) one cell at a time, each in one transaction: a
 sweep interrupted by Ctrl-C or a killed process keeps every finished cell, and the same
 call with the same ``path`` redoes only the unfinished ones.
+
+Runs can leave this process, and durablelab sends them as data, never as Python objects it
+would have to turn back into code. A *job* is some runs of one cell: ``(cell, [(input
+index, seed), ...])``, plain ints. What every job needs, the sweep's arguments, is a `Spec`
+(`durablelab.experiments.spec`):
+
+- ``processes=N`` on Linux forks its workers, which inherit the `Spec` as it is in memory:
+  nothing is serialized, so a workflow or world defined in a notebook cell works too.
+  Where workers are spawned (macOS, Windows) each rebuilds the `Spec` from its data form,
+  JSON text with the workflow's and the world's import paths.
+- ``executor=`` (Dask, or any `concurrent.futures.Executor`) sends the data form with each
+  job; a worker rebuilds the `Spec` once and keeps it while the same text comes.
+
+Either way the pool or the executor carries the jobs there and the result rows (dicts of
+numbers and strings) back with its own transport.
 """
 
 from __future__ import annotations
@@ -18,20 +33,16 @@ import concurrent.futures as cf
 import json
 import math
 import multiprocessing
-import pickle
 import sys
-from pathlib import Path
+import threading
 from typing import Callable
 
 import duckdb
 import pyarrow as pa
 
-from .. import history as h
-from ..engine import workflow_name
 from ..errors import SweepError
-from ..faults import FaultPlan
-from ..retry import Overrides, RetryPolicy
 from .runner import METRICS, Isolated, run_contended
+from .spec import Spec
 
 RESULTS_VERSION = 1
 KEYS = ["input", "policy", "fault_plan", "seed", "run_id"]
@@ -68,147 +79,20 @@ CREATE TABLE IF NOT EXISTS sweep_cells (cell BIGINT PRIMARY KEY, policy VARCHAR,
 """
 
 
-class Spec:
-    """A sweep's arguments, checked and put in the form that travels to worker processes."""
-
-    def __init__(self, workflow, inputs, policies, fault_plans, seeds, world, contention,
-                 timeout):
-        if not callable(workflow):
-            raise SweepError(f"sweep(workflow={workflow!r}): a workflow is a function "
-                             f"fn(ctx, input)", argument="workflow")
-        self.workflow = workflow
-        self.workflow_name = workflow_name(workflow)
-        if isinstance(inputs, (str, bytes, dict)) or not hasattr(inputs, "__iter__"):
-            raise SweepError(f"sweep(inputs={inputs!r}): give a list of workflow inputs (one "
-                             f"run per input, seed and cell), e.g. [{{'order': 1}}]",
-                             argument="inputs")
-        self.inputs = list(inputs)
-        if not self.inputs:
-            raise SweepError("sweep(inputs=[]): give at least one input", argument="inputs")
-        self.inputs_json = [h.to_json(v, f"input {i}", "dl.sweep(inputs=...)")
-                            for i, v in enumerate(self.inputs)]
-        self.policies = _named(policies, "policies", {"code": None}, _policy)
-        self.plans = _named(fault_plans, "fault_plans", {"none": None}, _plan)
-        self.seeds = _seeds(seeds)
-        if world is not None and not callable(world):
-            raise SweepError(f"sweep(world={world!r}): give a factory world(clock) that returns "
-                             f"the simulated world (a class or a module-level function)",
-                             argument="world")
-        self.world = world
-        self.contention = bool(contention)
-        if timeout is not None and (isinstance(timeout, bool) or not isinstance(
-                timeout, (int, float)) or not math.isfinite(timeout) or timeout <= 0):
-            raise SweepError(f"sweep(timeout={timeout!r}): virtual seconds per run, > 0 (or "
-                             f"None for none: a policy retrying forever then never ends)",
-                             argument="timeout")
-        self.timeout = None if timeout is None else float(timeout)
-        self.cells = [(p, f) for p in self.policies for f in self.plans]
-
-    def run_id(self, cell: int, seed: int, index: int) -> str:
-        policy, plan = self.cells[cell]
-        return f"{policy}/{plan}/{seed}/{index}"
-
-    def runs_of(self, cell: int) -> list[tuple[int, int]]:
-        """(input index, seed) of every run of a cell, in table order."""
-        return [(i, seed) for seed in self.seeds for i in range(len(self.inputs))]
-
-    def describe(self) -> dict:
-        """The sweep as JSON data: what a results file and an export keep of it."""
-        world = self.world
-        return {"workflow": self.workflow_name, "inputs": [_loads(t) for t in self.inputs_json],
-                "policies": {n: (None if o is None else o.to_dict())
-                             for n, o in self.policies.items()},
-                "fault_plans": {n: (None if p is None else _loads(p.to_json()))
-                                for n, p in self.plans.items()},
-                "seeds": self.seeds, "contention": self.contention, "timeout": self.timeout,
-                "world": None if world is None else
-                f"{getattr(world, '__module__', '?')}:{getattr(world, '__qualname__', repr(world))}"}
-
-
-_loads = json.loads
-
-
-def _named(values, argument: str, default: dict, convert) -> dict:
-    if values is None:
-        return default
-    if not isinstance(values, dict) or not values:
-        raise SweepError(f"sweep({argument}={values!r}): give a non-empty dict of names to "
-                         f"values, e.g. {argument}={{'jitter': ...}}", argument=argument)
-    out = {}
-    for name, value in values.items():
-        if not isinstance(name, str) or not name or "/" in name:
-            raise SweepError(f"sweep({argument}): name {name!r} must be a non-empty string "
-                             f"without '/' (run ids are 'policy/fault_plan/seed/input')",
-                             argument=argument)
-        out[name] = convert(value, f"sweep({argument}[{name!r}])")
-    return out
-
-
-def _policy(value, where: str) -> Overrides | None:
-    if value is None:
-        return None           # the policies the code passes
-    if not isinstance(value, (RetryPolicy, dict)):
-        raise SweepError(f"{where}: {value!r} is not a dl.RetryPolicy or a {{activity glob: "
-                         f"RetryPolicy}} (None keeps the code's own policies)",
-                         argument="policies")
-    overrides = Overrides(value, where)
-    for glob, policy in overrides.rules:
-        if policy.max_attempts is None and policy.cap(1) == 0 and policy.max_interval == 0:
-            raise SweepError(
-                f"{where}: the policy for {glob!r} retries without limit and without waiting "
-                f"(like tenacity's bare @retry). Under a virtual clock an attempt takes no "
-                f"time, so a failing activity would retry at one instant forever and the "
-                f"sweep's timeout would never come. Give it a wait, e.g. "
-                f"dataclasses.replace(policy, initial=0.1, max_interval=0.1), or a limit "
-                f"(max_attempts=...).", argument="policies")
-    return overrides
-
-
-def _plan(value, where: str) -> FaultPlan | None:
-    if value is None or isinstance(value, FaultPlan):
-        return value
-    try:
-        if isinstance(value, (list, tuple)):
-            return FaultPlan(list(value))
-        if isinstance(value, (str, Path)):
-            return FaultPlan.from_json(value)
-    except (TypeError, ValueError) as exc:
-        raise SweepError(f"{where}: {exc}", argument="fault_plans") from None
-    raise SweepError(f"{where}: {value!r} is not a dl.FaultPlan, a list of rules or a plan's "
-                     f"JSON (None means no faults)", argument="fault_plans")
-
-
-def _seeds(seeds) -> list[int]:
-    if isinstance(seeds, int) and not isinstance(seeds, bool):
-        raise SweepError(f"sweep(seeds={seeds!r}): give the seeds themselves, e.g. "
-                         f"seeds=range({seeds})", argument="seeds")
-    try:
-        out = list(seeds)
-    except TypeError:
-        out = None
-    if not out or any(isinstance(s, bool) or not isinstance(s, int) for s in out):
-        raise SweepError(f"sweep(seeds={seeds!r}): give a non-empty range or list of ints",
-                         argument="seeds")
-    if len(set(out)) != len(out):
-        raise SweepError(f"sweep(seeds=...): seed {_first_repeat(out)} appears twice; each "
-                         f"seed makes one run per input and cell", argument="seeds")
-    return out
-
-
-def _first_repeat(values):
-    seen = set()
-    for v in values:
-        if v in seen:
-            return v
-        seen.add(v)
-
-
 # --- doing a job: some runs of one cell --------------------------------------------------
+#: How `processes=` starts its workers. Forked on Linux: a forked worker inherits this
+#: process's memory, the `Spec` handed to the pool's initializer included, so nothing is
+#: serialized and a workflow or world defined in a notebook cell (or a factory instance)
+#: works. Spawned elsewhere (fork is unsafe on macOS and missing on Windows): a spawned
+#: worker starts empty and rebuilds the `Spec` from its data form (`Spec.to_data`).
+START_METHOD = "fork" if sys.platform.startswith("linux") else "spawn"
+
 _WORKER: dict = {}
 
 
-def _init_worker(spec_bytes: bytes) -> None:
-    _WORKER["spec"] = pickle.loads(spec_bytes)
+def _init_worker(spec: Spec | str) -> None:
+    """A `processes=` worker's start: the Spec itself (forked) or its data form (spawned)."""
+    _WORKER["spec"] = spec if isinstance(spec, Spec) else Spec.from_data(spec)
     _WORKER["runner"] = Isolated()
 
 
@@ -227,12 +111,12 @@ def do_job(spec: Spec, runner: Isolated, job: tuple) -> tuple:
     load: dict = {}
     rows = []
     if spec.contention:
-        listed = [(_loads(spec.inputs_json[i]), spec.run_id(cell, seed, i), seed)
+        listed = [(json.loads(spec.inputs_json[i]), spec.run_id(cell, seed, i), seed)
                   for i, seed in runs]
         metrics = run_contended(spec.workflow, listed, policies, plan, spec.world,
                                 spec.timeout, load)
     else:
-        metrics = [runner.run(spec.workflow, _loads(spec.inputs_json[i]),
+        metrics = [runner.run(spec.workflow, json.loads(spec.inputs_json[i]),
                               spec.run_id(cell, seed, i), policies, plan, seed, spec.world,
                               spec.timeout, load) for i, seed in runs]
     for (i, seed), m in zip(runs, metrics):
@@ -325,28 +209,38 @@ def sweep(workflow: Callable, inputs, policies: dict | None = None,
         seeds: the run seeds, e.g. ``range(100)``. Fault draws and jitter depend on the
             seed, the rule and the position, not on the input: runs of one seed with
             different inputs meet the same faults.
-        world: a picklable factory ``world(clock)`` returning the simulated world
-            (services, models, limiters) that workflow code reaches as ``ctx.world``.
+        world: a factory ``world(clock)`` returning the simulated world (services,
+            models, limiters) that workflow code reaches as ``ctx.world``: a class or a
+            function, or any callable when the runs stay in this process or in forked
+            workers (see `processes` and `executor` for what travels to other processes).
         contention: True puts every run of a cell in one engine around one world, so they
             share its rate limits and collide (storms happen for real); False (default)
             gives each run its own world on its own clock, independent of the others.
         processes: worker processes for the cells (None: this process). Results are the
-            same as in one process. Needs a picklable workflow and world.
+            same as in one process. On Linux the workers are forked and inherit the sweep
+            as it is, so a workflow or a world defined in a notebook cell, a lambda or a
+            factory instance works; on macOS and Windows they are spawned and rebuild the
+            sweep from its data form (`Spec.to_data`), so the workflow and the world must
+            be a function or class at the top level of an importable module, which is
+            checked before any worker starts.
         timeout: virtual seconds a run may take before it stops as `RunTimedOut` (so a
             policy that retries forever still ends); None for no limit.
         path: a DuckDB file for the results. The same call with the same path resumes an
             interrupted sweep: finished cells are kept, only the others run.
         executor: any `concurrent.futures.Executor` to run the jobs on instead of this
             process or `processes`: a Dask cluster's ``Client(...).get_executor(pure=False)``
-            spreads a sweep over many machines. Jobs travel as data (the workflow's and the
-            world's import paths, the policies, plans and seeds), run in an in-memory engine
-            on a worker and come back as rows; each result is taken as it arrives and its
+            spreads a sweep over many machines. Jobs travel as data: the sweep's data form
+            (`Spec.to_data`: JSON with the inputs, policies, plans, seeds and the workflow's
+            and the world's import paths, so both must be a function or class at the top
+            level of a module the workers import; a factory instance is refused up front)
+            and the job's (cell, [(input index, seed)]). A job runs in an in-memory engine
+            on a worker and comes back as rows; each result is taken as it arrives and its
             future dropped, so a killed worker costs only the job it had in flight, which
             the executor runs again. The table is the serial one.
 
-    Raises `SweepError` (a ValueError) for bad arguments, an unpicklable workflow or world
-    with ``processes``, a workflow or world an ``executor``'s workers cannot import, or a
-    `path` holding another sweep's results.
+    Raises `SweepError` (a ValueError) for bad arguments, a workflow or world that spawned
+    ``processes`` or an ``executor``'s workers could not import, or a `path` holding
+    another sweep's results.
     """
     from .view import Experiment
     spec = Spec(workflow, inputs, policies, fault_plans, seeds, world, contention, timeout)
@@ -362,11 +256,13 @@ def sweep(workflow: Callable, inputs, policies: dict | None = None,
             raise SweepError(f"sweep(executor={executor!r}): give a concurrent.futures."
                              f"Executor, e.g. dask.distributed.Client(...).get_executor("
                              f"pure=False)", argument="executor")
-        _importable(spec.workflow, "workflow")
-        if spec.world is not None:
-            _importable(spec.world, "world")
-    spec_bytes = _pickled(spec) if executor is not None or (processes and processes > 1) \
-        else None
+        sent = spec.to_data("sweep(executor=...)")   # a SweepError now, not on a worker
+    elif processes is not None and processes > 1:
+        sent = spec if START_METHOD == "fork" else spec.to_data(
+            f"sweep(processes={processes}) (worker processes are spawned on {sys.platform}, "
+            f"not forked)")
+    else:
+        sent = None
     results = Results(path, spec)
     try:
         done = results.finished()
@@ -377,44 +273,15 @@ def sweep(workflow: Callable, inputs, policies: dict | None = None,
         with tqdm(total=total, initial=per_cell * len(done), unit="run", desc="sweep",
                   disable=None) as bar:
             if executor is not None:
-                _distributed(spec, spec_bytes, todo, results, bar, executor)
-            elif spec_bytes is None:
+                _distributed(spec, sent, todo, results, bar, executor)
+            elif sent is None:
                 _serial(spec, todo, results, bar)
             else:
-                _parallel(spec, spec_bytes, todo, results, bar, processes)
+                _parallel(spec, sent, todo, results, bar, processes)
         runs, load = results.frames()
     finally:
         results.close()
     return Experiment._from_sweep(spec, runs, load, path)
-
-
-def _pickled(spec: Spec) -> bytes:
-    for what, obj in (("workflow", spec.workflow), ("world", spec.world)):
-        try:
-            pickle.dumps(obj)
-        except Exception as exc:   # pickling raises many kinds (PicklingError, TypeError...)
-            raise SweepError(
-                f"sweep(processes=...): the {what} {obj!r} cannot be sent to a worker process "
-                f"({type(exc).__name__}: {exc}). Define it at the top level of a module or "
-                f"notebook cell (not a lambda or a nested function), or run without "
-                f"processes.", argument=what) from None
-    return pickle.dumps(spec)
-
-
-def _importable(obj, what: str) -> None:
-    """An executor's workers are other processes, often spawned on other machines: they
-    find the workflow and the world by import path, so both must be importable there."""
-    module = getattr(obj, "__module__", None)
-    qualname = getattr(obj, "__qualname__", "")
-    found = sys.modules.get(module) if module and module != "__main__" else None
-    for part in qualname.split(".") if found is not None and "<" not in qualname else ():
-        found = getattr(found, part, None)
-    if found is not obj:
-        raise SweepError(
-            f"sweep(executor=...): the {what} {obj!r} cannot be imported by the executor's "
-            f"workers (they find it as {module}:{qualname}). Define it at the top level of "
-            f"a module the workers can import (a file next to the notebook, or a package), "
-            f"not in a notebook cell or inside a function.", argument=what)
 
 
 def _chunks(spec: Spec, cell: int, size: int) -> list[tuple]:
@@ -462,16 +329,16 @@ class _Gathered:
             self.results.write_cell(cell, self.spec, *self.rows.pop(cell))
 
 
-def _parallel(spec: Spec, spec_bytes: bytes, todo: list[int], results: Results, bar,
+def _parallel(spec: Spec, sent: Spec | str, todo: list[int], results: Results, bar,
               processes: int) -> None:
     per_cell = len(spec.inputs) * len(spec.seeds)
     size = max(1, min(500, math.ceil(per_cell * len(todo) / (processes * 8))))
     jobs = [job for cell in todo for job in _chunks(spec, cell, size)]
     cells = _Gathered(spec, jobs, results, bar)
-    context = multiprocessing.get_context("fork" if "fork" in
-                                          multiprocessing.get_all_start_methods() else "spawn")
-    pool = cf.ProcessPoolExecutor(processes, mp_context=context, initializer=_init_worker,
-                                  initargs=(spec_bytes,))
+    # Forked, the initializer's argument (the Spec) is inherited, not sent; spawned, it is
+    # the data form, a str.
+    pool = cf.ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context(
+        START_METHOD), initializer=_init_worker, initargs=(sent,))
     try:
         futures = [pool.submit(_job_in_worker, job) for job in jobs]
         for future in cf.as_completed(futures):
@@ -487,19 +354,30 @@ def _parallel(spec: Spec, spec_bytes: bytes, todo: list[int], results: Results, 
 EXECUTOR_JOB_RUNS = 50
 
 
-def job_on_executor(spec_bytes: bytes, job: tuple) -> tuple:
+#: An executor worker's Spec and runner, kept per thread (a Dask worker runs tasks in
+#: several threads, and an engine serves one at a time) and keyed by the data form.
+_EXECUTOR_WORKER = threading.local()
+
+
+def job_on_executor(data: str, job: tuple) -> tuple:
     """What a worker of an executor runs: some runs of one cell, in its own in-memory
-    engine. The spec is unpickled once per worker process and kept."""
-    if _WORKER.get("spec_bytes") != spec_bytes:
-        _WORKER.update(spec_bytes=spec_bytes, spec=pickle.loads(spec_bytes), runner=Isolated())
-    return do_job(_WORKER["spec"], _WORKER["runner"], job)
+    engine. `data` is the sweep's data form (`Spec.to_data`), rebuilt once per worker
+    thread and kept while the same text comes; a text that is not one raises `SweepError`
+    before anything runs."""
+    mine = _EXECUTOR_WORKER
+    if getattr(mine, "data", None) != data:
+        spec = Spec.from_data(data)        # first: a bad text leaves the cache as it was
+        if getattr(mine, "runner", None) is not None:
+            mine.runner.close()
+        mine.data, mine.spec, mine.runner = data, spec, Isolated()
+    return do_job(mine.spec, mine.runner, job)
 
 
-def _distributed(spec: Spec, spec_bytes: bytes, todo: list[int], results: Results, bar,
+def _distributed(spec: Spec, data: str, todo: list[int], results: Results, bar,
                  executor: cf.Executor) -> None:
     jobs = [job for cell in todo for job in _chunks(spec, cell, EXECUTOR_JOB_RUNS)]
     cells = _Gathered(spec, jobs, results, bar)
-    pending = {executor.submit(job_on_executor, spec_bytes, job) for job in jobs}
+    pending = {executor.submit(job_on_executor, data, job) for job in jobs}
     try:
         while pending:
             done, pending = cf.wait(pending, return_when=cf.FIRST_COMPLETED)
