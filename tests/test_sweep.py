@@ -239,6 +239,19 @@ def test_a_results_file_of_another_sweep_is_refused(tmp_path):
         small(seeds=range(2), path=path)
 
 
+def test_a_results_file_with_its_cells_in_another_order_is_refused(tmp_path):
+    # The same policies in another order describe the same sweep, but number its cells
+    # differently: resuming would skip one cell and make another twice.
+    path = tmp_path / "r.duckdb"
+    first = small(seeds=range(2), path=path)
+    reordered = {name: sw.POLICIES[name] for name in reversed(list(sw.POLICIES))}
+    with pytest.raises(dl.SweepError, match=r"in another order \(cell 0 is steady/calm "
+                       r"there, jittered/calm here\)\. Give policies= and fault_plans= in "
+                       r"the order of the call that made the file"):
+        small(seeds=range(2), path=path, policies=reordered)
+    assert small(seeds=range(2), path=path).frame.to_csv() == first.frame.to_csv()
+
+
 def test_export_load_and_compare_across_experiments(tmp_path):
     jitter = small(seeds=range(3))
     steady = small(seeds=range(3), policies={"steady": sw.POLICIES["steady"]})

@@ -94,14 +94,16 @@ class Spec:
     def describe(self) -> dict:
         """The sweep as JSON data: what a results file and an export keep of it."""
         world = self.world
-        return {"workflow": self.workflow_name, "inputs": [json.loads(t) for t in self.inputs_json],
+        world_name = None if world is None else (
+            f"{getattr(world, '__module__', '?')}:{getattr(world, '__qualname__', repr(world))}")
+        return {"workflow": self.workflow_name,
+                "inputs": [json.loads(t) for t in self.inputs_json],
                 "policies": {n: (None if o is None else o.to_dict())
                              for n, o in self.policies.items()},
                 "fault_plans": {n: (None if p is None else json.loads(p.to_json()))
                                 for n, p in self.plans.items()},
                 "seeds": self.seeds, "contention": self.contention, "timeout": self.timeout,
-                "world": None if world is None else
-                f"{getattr(world, '__module__', '?')}:{getattr(world, '__qualname__', repr(world))}"}
+                "world": world_name}
 
     # --- the data form ---------------------------------------------------------------------
     def to_data(self, caller: str = "Spec.to_data()") -> str:

@@ -145,6 +145,18 @@ class Results:
         if not found:
             self.con.execute("INSERT INTO sweep_meta VALUES ('spec', ?), ('version', ?)",
                              [described, str(RESULTS_VERSION)])
+        # The comparison above sorts keys, so the same policies or plans in another order
+        # pass it; but cells are numbered in the call's order, and a finished cell filed
+        # under another number would be skipped or written twice.
+        for cell, policy, plan in self.con.execute("SELECT * FROM sweep_cells").fetchall():
+            if spec.cells[cell] != (policy, plan):
+                self.con.close()
+                raise SweepError(
+                    f"sweep(path={self.path!r}): that file holds this sweep with its policies "
+                    f"or fault plans in another order (cell {cell} is {policy}/{plan} there, "
+                    f"{'/'.join(spec.cells[cell])} here). Give policies= and fault_plans= in "
+                    f"the order of the call that made the file, or another path.",
+                    argument="path")
 
     def finished(self) -> set[int]:
         return {row[0] for row in self.con.execute("SELECT cell FROM sweep_cells").fetchall()}
@@ -240,7 +252,7 @@ def sweep(workflow: Callable, inputs, policies: dict | None = None,
 
     Raises `SweepError` (a ValueError) for bad arguments, a workflow or world that spawned
     ``processes`` or an ``executor``'s workers could not import, or a `path` holding
-    another sweep's results.
+    another sweep's results (or this sweep's with its cells in another order).
     """
     from .view import Experiment
     spec = Spec(workflow, inputs, policies, fault_plans, seeds, world, contention, timeout)
