@@ -141,66 +141,82 @@ class AttemptRunner:
         text = h.canonical(req["args"], req["kwargs"], "ctx.activity", site, name)
         clock = self.host.clock
         now = clock.now()
-        previous = state.attempts.get(position, [])
+        previous = state.attempts.get(position)
         if previous:
             last = previous[-1]
             due_at = last.ended_at + last.delay
             if due_at > now:  # the retry backoff has not elapsed: a durable timer
                 raise Suspend(due_at, "retry", name=name, position=position,
                               attempt=last.attempt)
-        attempt = len(previous) + 1
+            attempt = len(previous) + 1
+        else:
+            previous, attempt = (), 1
         budget = state.budget
         if budget is not None and budget.turns is not None and state.spend.turns >= budget.turns:
             raise StopRun(BudgetExceeded.build(state.run_id, "turns", state.spend.turns + 1,
                                                budget.turns, name, position))
-        self._maybe_crash(state, "before_activity", name, position, attempt)
-        breaker = self._breaker(name, policy)
+        faults = state.faults
+        crashes = faults is not None and faults.crashes()
+        if crashes:
+            self._maybe_crash(state, "before_activity", name, position, attempt)
+        breaker = self._breaker(name, policy) if policy.breaker is not None else None
         latency, error, rule = 0.0, None, None
         if breaker is not None:
             error = breaker.refuse(name, now)
-        if error is None:
+        if error is None and faults is not None:
             latency, rule = self._draw_faults(state, name, position, attempt)
-        value_json = None
+        value_json = kept = None
         if error is not None:
             pass  # the breaker refused: nothing is called
         elif rule is None or isinstance(rule, (Timeout, Malformed)):
-            value_json, error = self._call(state, req, position, previous)
-            self._maybe_crash(state, "after_effect", name, position, attempt)
+            value_json, error, kept = self._call(state, req, position, previous)
+            if crashes:
+                self._maybe_crash(state, "after_effect", name, position, attempt)
             if isinstance(rule, Malformed) and error is None:
-                value_json, error = None, rule.error(value_json)
+                value_json, error, kept = None, rule.error(value_json), None
             elif isinstance(rule, Timeout):
-                value_json, error, latency = None, None, float("inf")
+                value_json, error, latency, kept = None, None, float("inf"), None
         elif isinstance(rule, Hang):
             latency = float("inf")   # silent: not even a heartbeat comes (see _cut)
         else:
             error = rule.failure()
         first_started_at = previous[0].started_at if previous else now
-        ended, timed_out = self._cut(state, req, now, now + latency, first_started_at,
-                                     silent=isinstance(rule, Hang))
-        if timed_out is not None:
-            value_json, error = None, Transient(
-                f"activity {name!r} timed out: {timed_out} passed before it answered",
-                cause_class="TimeoutError")
+        ended = now + latency
+        if (req["start_to_close"] is not None or req["schedule_to_close"] is not None
+                or req["heartbeat"] is not None or (state.timeout is not None and ended >
+                                                    state.started_at + state.timeout)):
+            ended, timed_out = self._cut(state, req, now, ended, first_started_at,
+                                         silent=isinstance(rule, Hang))
+            if timed_out is not None:
+                value_json, kept, error = None, None, Transient(
+                    f"activity {name!r} timed out: {timed_out} passed before it answered",
+                    cause_class="TimeoutError")
         outcome = {"name": name, "position": position, "attempt": attempt, "policy": policy,
                    "started_at": now, "ended_at": ended, "error": error,
-                   "value_json": value_json, "digest": h.digest_of(text), "text": text,
-                   "matched": h.matched_args(req["args"], req["kwargs"]),
-                   "first_started_at": first_started_at,
+                   "value_json": value_json, "text": text, "args": req["args"],
+                   "kwargs": req["kwargs"], "first_started_at": first_started_at,
                    "schedule_to_close": req["schedule_to_close"],
                    "start_to_close": req["start_to_close"], "heartbeat": req["heartbeat"],
-                   "call_site": h.site(site)}
+                   "call_site": h.site(site), "kept": kept}
         if ended > now:
             if ended == float("inf"):   # no time-out will ever end it: the run hangs
-                state.inflight = outcome
+                self._in_flight(state, outcome)
                 raise Suspend(None, "activity", name=name, position=position, attempt=attempt)
             if not clock.virtual:
                 clock.sleep_until(ended)
             elif self.host._free_until(ended):
                 clock.advance_to(ended)  # nothing else happens meanwhile: carry on inline
             else:
-                state.inflight = outcome
+                self._in_flight(state, outcome)
                 raise Suspend(ended, "activity", name=name, position=position, attempt=attempt)
         return self.finish(state, cursor, outcome)
+
+    @staticmethod
+    def _in_flight(state, outcome: dict) -> None:
+        """Leave the attempt in flight. Its arguments are kept as their JSON round trip:
+        the workflow's own objects may change before the attempt ends."""
+        outcome["args"], outcome["kwargs"] = json.loads(outcome["text"])
+        state.inflight = outcome
 
     def _draw_faults(self, state, name, position, attempt):
         """(added latency, the rule that decides the attempt or None)."""
@@ -240,15 +256,17 @@ class AttemptRunner:
             state = self.breakers[name] = BreakerState(policy.breaker)
         return state
 
-    def _call(self, state, req: dict, position: int, previous: list):
-        """Call the activity function; returns (value_json, error)."""
+    def _call(self, state, req: dict, position: int, previous):
+        """Call the activity function; returns (value_json, error, kept): `kept` is what
+        `Event.loaded` may hold of the value (see `history.kept`), so the caller gets its
+        copy instead of parsing the JSON just written."""
         fn, name = req["fn"], req["name"]
-        kwargs = dict(req["kwargs"])
+        kwargs = req["kwargs"]
         takes_key, takes_feedback = accepts(fn)
         if takes_key and "idempotency_key" not in kwargs:
-            kwargs["idempotency_key"] = f"{state.run_id}:{position}"
+            kwargs = {**kwargs, "idempotency_key": f"{state.run_id}:{position}"}
         if takes_feedback and previous and previous[-1].error_class == "ModelOutputError":
-            kwargs["feedback"] = previous[-1].error
+            kwargs = {**kwargs, "feedback": previous[-1].error}
         try:
             with heartbeat.attempt(self.host.store, self.host.clock, state.run_id, position,
                                    len(previous) + 1, name):
@@ -256,20 +274,21 @@ class AttemptRunner:
         except Exception as exc:
             if req["policy"].is_non_retryable(exc) and not isinstance(exc, NonRetryable):
                 cause = type(exc).__name__
-                return None, NonRetryable(h.storable_text(f"{cause}: {exc}"), cause_class=cause)
+                return None, NonRetryable(h.storable_text(f"{cause}: {exc}"),
+                                          cause_class=cause), None
             error = classify(exc)
             if error.cause_class is None:
                 error.cause_class = error.error_class
             error.message = h.storable_text(error.message)
-            return None, error
+            return None, error, None
         try:
-            return h.compact(result), None
+            return h.compact(result), None, h.kept(result)
         except (TypeError, ValueError) as exc:
             return None, NonRetryable(
                 f"the result of activity {name!r} at position {position} is not "
                 f"JSON-serialisable ({exc}); its effect already happened, but history can "
                 f"only hold JSON. Return plain data (a dict, list, str, number).",
-                cause_class="SerializationError")
+                cause_class="SerializationError"), None
 
     def finish(self, state, cursor: h.Cursor, o: dict) -> Any:
         """Record an attempt's end: the activity's event, or a failed attempt and its retry."""
@@ -280,14 +299,18 @@ class AttemptRunner:
             if not refused:
                 breaker.record(None if error is None else error.error_class, o["ended_at"])
         if error is None:
-            event = h.Event(position, h.ACTIVITY, name, o["digest"], True, o["value_json"],
-                            o["ended_at"], attempt, o["started_at"], "ok",
-                            call_site=o["call_site"], args=h.shown_args(o["text"]))
-            event.matched_args = o["matched"] or json.loads(o["text"])
+            text = o["text"]
+            event = h.Event(position, h.ACTIVITY, name, h.digest_of(text), True,
+                            o["value_json"], o["ended_at"], attempt, o["started_at"], "ok",
+                            call_site=o["call_site"], args=h.shown_args(text))
+            event.matched_args = h.matched_args(o["args"], o["kwargs"]) or json.loads(text)
+            event.loaded = o["kept"]
             self.host._append(state, cursor, event)
-            self._maybe_crash(state, "after_record", name, position, attempt)
+            if state.faults is not None and state.faults.crashes():
+                self._maybe_crash(state, "after_record", name, position, attempt)
             result = event.loads()
-            self._check_budget(state, name, position)
+            if state.budget is not None:
+                self._check_budget(state, name, position)
             return result
         policy = o["policy"]
         previous = state.attempts.get(position, [])
@@ -320,11 +343,12 @@ class AttemptRunner:
                           attempt=attempt)
         failed = activity_failed(state.run_id, name, position, attempt, error, why,
                                  o["call_site"])
-        event = h.Event(position, h.ACTIVITY, name, o["digest"], False,
+        text = o["text"]
+        event = h.Event(position, h.ACTIVITY, name, h.digest_of(text), False,
                         json.dumps(failed.to_json()), o["ended_at"], attempt, o["started_at"],
                         outcome_of(error), error.error_class, error.message,
-                        call_site=o["call_site"], args=h.shown_args(o["text"]))
-        event.matched_args = o["matched"] or json.loads(o["text"])
+                        call_site=o["call_site"], args=h.shown_args(text))
+        event.matched_args = h.matched_args(o["args"], o["kwargs"]) or json.loads(text)
         self.host._append(state, cursor, event)
         self._maybe_crash(state, "after_record", name, position, attempt)
         if burnt:

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from hashlib import blake2b
 
+_from_bytes = int.from_bytes
+_ULP = 2.0 ** -53
+
 
 class Draws:
     """The numbers drawn for one key, in order: ``random()`` and ``uniform(a, b)``, like
@@ -20,14 +23,14 @@ class Draws:
     __slots__ = ("_key", "_count")
 
     def __init__(self, key: str):
-        self._key = key.encode()
+        self._key = key.encode() + b"#"
         self._count = 0
 
     def random(self) -> float:
-        """The next number in [0, 1)."""
+        """The next number in [0, 1): the top 53 bits of BLAKE2b("{key}#{n}") for the n-th."""
         self._count += 1
-        bits = blake2b(b"%s#%d" % (self._key, self._count), digest_size=8).digest()
-        return (int.from_bytes(bits, "big") >> 11) * 2.0 ** -53
+        bits = blake2b(self._key + b"%d" % self._count, digest_size=8).digest()
+        return (_from_bytes(bits, "big") >> 11) * _ULP
 
     def uniform(self, a: float, b: float) -> float:
         """The next number between a and b."""

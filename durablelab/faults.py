@@ -323,6 +323,7 @@ class FaultPlan:
     # the keys of `_applicable` whose rules include one with a `position=`
     _positional: set = field(default_factory=set, init=False, repr=False, compare=False)
     _json: str | None = field(default=None, init=False, repr=False, compare=False)
+    _crashes: bool | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         self.rules = list(self.rules)
@@ -350,6 +351,13 @@ class FaultPlan:
         if position is not None and (name, attempt, point) in self._positional:
             found = tuple((i, r) for i, r in found if r.position is None or position in r.position)
         return found
+
+    def crashes(self) -> bool:
+        """Whether any rule is a `Crash` (cached like `applicable`): an attempt asks at each
+        of its crash points, and most plans have none."""
+        if self._crashes is None:
+            self._crashes = any(isinstance(rule, Crash) for rule in self.rules)
+        return self._crashes
 
     # --- JSON --------------------------------------------------------------------------
     def to_json(self) -> str:

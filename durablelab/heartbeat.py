@@ -30,7 +30,7 @@ from typing import Any
 from .errors import HeartbeatError, SerializationError
 
 # The activity attempt running in this thread (or task), if any.
-_CURRENT: ContextVar["Attempt | None"] = ContextVar("durablelab_heartbeat", default=None)
+_CURRENT: ContextVar["attempt | None"] = ContextVar("durablelab_heartbeat", default=None)
 
 
 class Attempt:
@@ -58,18 +58,25 @@ class Attempt:
 class attempt:   # noqa: N801 (used as a function: ``with heartbeat.attempt(...):``)
     """Make `dl.heartbeat` and `dl.last_heartbeat` work for the activity called inside.
     (A class rather than a `contextlib.contextmanager`: every attempt enters one, and a
-    generator-based one costs several times as much.)"""
+    generator-based one costs several times as much. The `Attempt` is made only when the
+    activity asks for it: most never heartbeat.)"""
 
-    __slots__ = ("_attempt", "_token")
+    __slots__ = ("_where", "_attempt", "_token")
 
     def __init__(self, store, clock, run_id: str, position: int, attempt: int, name: str):
-        self._attempt = Attempt(store, clock, run_id, position, attempt, name)
+        self._where = (store, clock, run_id, position, attempt, name)
+        self._attempt = None
 
     def __enter__(self) -> None:
-        self._token = _CURRENT.set(self._attempt)
+        self._token = _CURRENT.set(self)
 
     def __exit__(self, *exc) -> None:
         _CURRENT.reset(self._token)
+
+    def current(self) -> Attempt:
+        if self._attempt is None:
+            self._attempt = Attempt(*self._where)
+        return self._attempt
 
 
 def _current(call: str) -> Attempt:
@@ -79,7 +86,7 @@ def _current(call: str) -> Attempt:
             f"{call} was called outside an activity: only code that ctx.activity(...) runs "
             f"has an attempt to report on. Call it inside the activity function; workflow "
             f"code records progress with ctx calls instead (see lesson 04).", call=call)
-    return found
+    return found.current()
 
 
 def heartbeat(details: Any = None) -> None:

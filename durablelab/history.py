@@ -37,6 +37,40 @@ _CANONICAL_ASCII = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, al
                                     sort_keys=True)
 
 
+def fast_encoder(encoder: json.JSONEncoder):
+    """``encoder.encode``, for the text of one small value at a time, at half the cost.
+
+    `JSONEncoder.encode` builds the C encoder again on every call, which costs as much as
+    encoding a step's arguments; this builds it once (without the circular-reference
+    check, which needs a fresh table per call). Only the successful path is taken here:
+    whatever this one raises (a circular or unencodable value), the value is encoded again
+    by `encoder` itself, so the error raised is exactly the one `encoder.encode` raises.
+    The same text either way: the C encoder is what `encode` runs for these options.
+    """
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None or encoder.indent is not None or encoder.check_circular is False:
+        return encoder.encode
+    strings = (json.encoder.encode_basestring_ascii if encoder.ensure_ascii
+               else json.encoder.encode_basestring)
+    once = make(None, encoder.default, strings, None, encoder.key_separator,
+                encoder.item_separator, encoder.sort_keys, encoder.skipkeys, encoder.allow_nan)
+    join, slow = "".join, encoder.encode
+
+    def encode(value: Any) -> str:
+        if type(value) is str:
+            return strings(value)
+        try:
+            return join(once(value, 0))
+        except Exception:   # RecursionError included: a circular value, said as encode says
+            return slow(value)
+
+    return encode
+
+
+_compact = fast_encoder(_COMPACT)
+_canonical = fast_encoder(_CANONICAL)
+
+
 def _storable(text: str, value: Any, escaped: json.JSONEncoder) -> str:
     if not text.isascii():
         try:
@@ -60,13 +94,13 @@ def storable_text(text: str | None) -> str | None:
 
 def compact(value: Any) -> str:
     """Compact JSON text of `value`; raises TypeError or ValueError if it is not JSON."""
-    return _storable(_COMPACT.encode(value), value, _COMPACT_ASCII)
+    return _storable(_compact(value), value, _COMPACT_ASCII)
 
 
 def to_json(value: Any, what: str, where: str) -> str:
     """Compact JSON text of `value`, or a SerializationError naming what and where."""
     try:
-        return _storable(_COMPACT.encode(value), value, _COMPACT_ASCII)
+        return _storable(_compact(value), value, _COMPACT_ASCII)
     except (TypeError, ValueError) as exc:
         raise SerializationError(
             f"{what} is not JSON-serialisable ({exc}) at {where}. History holds JSON only: "
@@ -80,8 +114,8 @@ def canonical(args: tuple, kwargs: dict, call: str, where, name: str | None = No
     The error's words (`call`, `name`, `where`: a frame or text) are put together only if
     the arguments are not JSON, so the common path pays nothing for them."""
     try:
-        return _storable(_CANONICAL.encode([list(args), kwargs]), [list(args), kwargs],
-                         _CANONICAL_ASCII)
+        value = [list(args), kwargs]
+        return _storable(_canonical(value), value, _CANONICAL_ASCII)
     except (TypeError, ValueError) as exc:
         what = call if name is None else f"{call}({name!r})"
         raise SerializationError(
@@ -157,6 +191,8 @@ class Event:
 
 
 _SCALARS = frozenset((str, int, float, bool, type(None)))
+_KEYS = frozenset((str,))
+_scalars_only = _SCALARS.issuperset   # of an iterable of types: all of them scalars
 
 
 def flat(value: Any) -> bool:
@@ -167,20 +203,31 @@ def flat(value: Any) -> bool:
     if kind in _SCALARS:
         return True
     if kind is list or kind is tuple:
-        return all(type(v) in _SCALARS for v in value)
+        return _scalars_only(map(type, value))
     if kind is dict:
-        return (all(type(k) is str for k in value)
-                and all(type(v) in _SCALARS for v in value.values()))
+        return _KEYS.issuperset(map(type, value)) and _scalars_only(map(type, value.values()))
     return False
+
+
+def kept(value: Any) -> tuple | None:
+    """What `Event.loaded` holds for a value just encoded as the event's JSON, when `value`
+    is flat (see `flat`): a copy of its JSON round trip (a tuple becomes a list), so the
+    caller, and every replay after, gets a copy instead of parsing the text; else None."""
+    kind = type(value)
+    if kind is tuple:
+        value, kind = list(value), list
+    if not flat(value):
+        return None
+    container = kind is list or kind is dict
+    return (value.copy() if container else value, container)
 
 
 def matched_args(args: tuple, kwargs: dict) -> list | None:
     """``json.loads(canonical(args, kwargs))`` without the text, when the arguments are
     flat (see `flat`); else None. What `Event.matched_args` holds for replay to compare."""
-    if flat(args) and flat(kwargs):
+    if _scalars_only(map(type, args)) and (not kwargs or flat(kwargs)):
         return [list(args), dict(kwargs)]
     return None
-
 
 
 def same_json(value: Any, recorded: Any) -> bool:

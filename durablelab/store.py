@@ -29,6 +29,7 @@ import pyarrow as pa
 from . import queued
 from .errors import (StoreFormatError, StoreLockedError, bad_value, store_not_readable_as_is,
                      store_open_error, store_unreadable)
+from .history import fast_encoder
 from .records import (AttemptRecord, CrashRecord, FaultRecord, RunEnd, RunRecord,
                       SignalRecord, WakeupRecord, as_records)
 
@@ -203,8 +204,11 @@ _BODY = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=Fa
 _BODY_ASCII = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False)
 
 
+_body = fast_encoder(_BODY)
+
+
 def _encode_body(fields: list) -> str:
-    text = _BODY.encode(fields)
+    text = _body(fields)
     if not text.isascii():
         try:
             text.encode("utf-8")
