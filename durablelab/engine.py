@@ -16,6 +16,7 @@ mode had not committed is gone.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import json
 import os
@@ -163,14 +164,24 @@ class RunState:
     overrides: Overrides | None = None   # start(policies=): replaces the code's policies
     stored_error: str | None = None   # the error JSON the store holds while it says diverged
     forked_from: str | None = None    # the run `fork` copied this one's first events from
+    input_kept: tuple | bool | None = field(default=None, repr=False)   # see input()
 
     def __post_init__(self):
-        options = json.loads(self.options_json) if self.options_json else {}
-        self.timeout = options.get("timeout")
-        self.budget = Budget(**options["budget"]) if options.get("budget") else None
-        self.forked_from = options.get("forked_from")
-        if options.get("policies"):
-            self.overrides = _overrides(options["policies"])
+        if self.options_json:
+            self.timeout, self.budget, self.forked_from, self.overrides = _options(
+                self.options_json)
+
+    def input(self) -> Any:
+        """The run's input, decoded afresh for each wake-up (the code may change it): a
+        copy of the decoded value when that is flat (`history.kept`), else parsed again."""
+        kept = self.input_kept
+        if kept is None:
+            value = json.loads(self.input_json)
+            self.input_kept = h.kept(value) or False
+            return value
+        if kept is False:
+            return json.loads(self.input_json)
+        return kept[0].copy() if kept[1] else kept[0]
 
     def row(self) -> RunRecord:
         """The run's `runs` row as its start records it."""
@@ -202,19 +213,24 @@ def snapshot_of(state: RunState, crash_rows: list[CrashRecord]) -> RunSnapshot:
         crashes=tuple(CrashRow(*row) for row in crash_rows))
 
 
-_OVERRIDES: dict[str, Overrides] = {}
+@functools.lru_cache(maxsize=1024)
+def _options(options_json: str) -> tuple:
+    """(timeout, budget, forked_from, overrides) of a run's stored options. Runs that store
+    the same options (a sweep's cell) share the parse: a frozen `Budget` and one
+    `Overrides`, with its per-activity lookups."""
+    options = json.loads(options_json)
+    budget = Budget(**options["budget"]) if options.get("budget") else None
+    policies = options.get("policies")
+    overrides = Overrides(policies, "the run's stored policies") if policies else None
+    return options.get("timeout"), budget, options.get("forked_from"), overrides
 
 
-def _overrides(data: dict) -> Overrides:
-    """The stored `policies` option as an `Overrides`; runs that store the same one (a
-    sweep's cell) share one object and its per-activity lookups."""
-    key = json.dumps(data)   # not sorted: the order of the globs decides
-    found = _OVERRIDES.get(key)
-    if found is None:
-        if len(_OVERRIDES) > 1000:
-            _OVERRIDES.clear()
-        found = _OVERRIDES[key] = Overrides(data, "the run's stored policies")
-    return found
+def options_json(options: dict[str, str]) -> str | None:
+    """``json.dumps`` of a run's options, from each option's JSON text: the same text,
+    without encoding a sweep's policies again for every run."""
+    if not options:
+        return None
+    return "{" + ", ".join(f"{json.dumps(key)}: {text}" for key, text in options.items()) + "}"
 
 
 def _location(exc: BaseException) -> str | None:
@@ -362,19 +378,22 @@ class Engine:
             run_id = f"run-{_uuid.uuid4().hex[:12]}"
         else:
             check_text(run_id, call, "run_id")
-        options = {}
+        options = {}   # each option's JSON text
         if timeout is not None:
-            options["timeout"] = check_seconds(timeout, call, "timeout", positive=True)
+            options["timeout"] = json.dumps(check_seconds(timeout, call, "timeout",
+                                                          positive=True))
         if budget is not None:
             if not isinstance(budget, Budget):
                 raise bad_type(call, "budget", f"budget={budget!r} must be a dl.Budget, for "
                                                f"example dl.Budget(model_calls=20)")
-            options["budget"] = budget.to_dict()
-        if policies is not None:
-            options["policies"] = Overrides(policies, f"start({name}): policies").to_dict()
+            options["budget"] = json.dumps(budget.to_dict())
+        if policies is not None:   # an Overrides is taken as it is (a sweep's, checked once)
+            if not isinstance(policies, Overrides):
+                policies = Overrides(policies, f"start({name}): policies")
+            options["policies"] = policies.to_json()
         _register(workflow, stacklevel=2)
-        return self._start(name, input_json, run_id, plan, seed, None,
-                           json.dumps(options) if options else None, fn=workflow)
+        return self._start(name, input_json, run_id, plan, seed, None, options_json(options),
+                           fn=workflow)
 
     def signal(self, run_id: str, name: str, value: Any = None,
                signal_id: str | None = None) -> bool:
@@ -808,9 +827,9 @@ class Engine:
         crashed = False
         try:
             if self._guard is None:
-                result = state.fn(ctx, json.loads(state.input_json))
+                result = state.fn(ctx, state.input())
             else:
-                result = self._guard.call(state.fn, ctx, json.loads(state.input_json))
+                result = self._guard.call(state.fn, ctx, state.input())
             if ctx.diverged is not None:
                 raise ctx.diverged
             ended_early = cursor.expect_end()

@@ -197,6 +197,7 @@ class Overrides:
                                                 f"a dl.RetryPolicy")
             self.rules.append((glob, policy))
         self._found: dict[str, RetryPolicy | None] = {}
+        self._json: str | None = None
 
     def for_activity(self, name: str) -> RetryPolicy | None:
         """The policy replacing `name`'s, or None when no glob matches it."""
@@ -210,6 +211,13 @@ class Overrides:
 
     def to_dict(self) -> dict:
         return {glob: policy.to_dict() for glob, policy in self.rules}
+
+    def to_json(self) -> str:
+        """``json.dumps(self.to_dict())``, computed once: every run of a sweep's cell stores
+        the same (the rules never change after construction)."""
+        if self._json is None:
+            self._json = json.dumps(self.to_dict())
+        return self._json
 
 
 def next_delay(policy: RetryPolicy, attempt: int, error: ActivityError,

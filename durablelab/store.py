@@ -218,10 +218,24 @@ def _encode_body(fields: list) -> str:
 
 
 def event_row(run_id: str, e) -> tuple:
-    """The event_log row of a history event (a `history.Event`)."""
-    return (run_id, e.position, _encode_body(
-        [e.kind, e.name, e.digest, e.ok, e.value, e.recorded_at, e.attempt, e.started_at,
-         e.outcome, e.error_class, e.error, e.call_site, e.args]))
+    """The event_log row of a history event (a `history.Event`): (run_id, position, the
+    event itself), whose body is encoded (`event_body`) only when the row is written.
+    An in-memory store's queue is often dropped unwritten (a sweep's isolated run, a row of
+    the crash explorer), and then nobody pays for the JSON. Events never change once
+    recorded, so the body written later is the one it would have been now."""
+    return (run_id, e.position, e)
+
+
+def event_body(e) -> str:
+    """The `body` of an event's event_log row: its fields after run_id and position."""
+    return _encode_body([e.kind, e.name, e.digest, e.ok, e.value, e.recorded_at, e.attempt,
+                         e.started_at, e.outcome, e.error_class, e.error, e.call_site, e.args])
+
+
+def encoded(row: tuple) -> tuple:
+    """An event_log row as DuckDB stores it: its body as text (see `event_row`)."""
+    body = row[2]
+    return row if type(body) is str else (row[0], row[1], event_body(body))
 
 
 def _row_of_view(row: tuple) -> tuple:
@@ -381,6 +395,8 @@ class Store:
             if len(self._queue) >= QUEUE_LIMIT:
                 self.flush()
             return
+        if table == "event_log":
+            row = encoded(row)
         self.con.execute(self._insert_sql[table], row)
         self._committed()
 
@@ -524,6 +540,8 @@ class Store:
                          "WHERE run_id = ?", end)
 
     def _bulk(self, table: str, rows: list[tuple]) -> None:
+        if table == "event_log":
+            rows = [encoded(row) for row in rows]
         if len(rows) == 1:
             self.con.execute(self._insert_sql[table], rows[0])
             return
@@ -565,7 +583,7 @@ class Store:
             found = queued.rows_of(self._queue, ids)
             out = {table: as_records(record, found[table])
                    for table, record in _RECORDS.items()}
-            out["events"], out["damaged"] = _decoded(found["event_log"])
+            out["events"], out["damaged"] = _decoded(map(encoded, found["event_log"]))
             return out
         return self.load(f"status IN {UNFINISHED!r}")
 

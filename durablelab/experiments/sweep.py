@@ -104,10 +104,9 @@ def do_job(spec: Spec, runner: Isolated, job: tuple) -> tuple:
     """Run `job` = (cell, [(input index, seed), ...]); returns (cell, rows, load)."""
     cell, runs = job
     policy_name, plan_name = spec.cells[cell]
-    overrides, plan = spec.policies[policy_name], spec.plans[plan_name]
-    # {glob: RetryPolicy}: the policies themselves, not their JSON form, which every run's
-    # start() would parse again (the run stores the same JSON either way).
-    policies = None if overrides is None else dict(overrides.rules)
+    # The cell's `Overrides` itself, checked once: start() takes it as it is, and every run
+    # stores its JSON, encoded once.
+    policies, plan = spec.policies[policy_name], spec.plans[plan_name]
     load: dict = {}
     rows = []
     if spec.contention:
