@@ -22,8 +22,8 @@ class Draws:
 
     __slots__ = ("_key", "_count")
 
-    def __init__(self, key: str):
-        self._key = key.encode() + b"#"
+    def __init__(self, key: str | bytes):
+        self._key = (key if type(key) is bytes else key.encode()) + b"#"
         self._count = 0
 
     def random(self) -> float:

@@ -310,7 +310,7 @@ RULE_TYPES = {cls.__name__: cls for cls in (RateLimit, ServerError, ConnectionRe
 def draw(seed: int, index: int, position: int, attempt: int) -> Draws:
     """The draws for one (run seed, rule index, position, attempt): the same every time.
     The first decides whether the rule fires; a `Latency` range takes the second."""
-    return Draws(f"fault:{seed}:{index}:{position}:{attempt}")
+    return Draws(b"fault:%d:%d:%d:%d" % (seed, index, position, attempt))
 
 
 @dataclass
@@ -340,15 +340,16 @@ class FaultPlan:
         crash rules at that point. Cached by (name, attempt, point), like `to_json`, since a
         sweep asks the same question thousands of times; rules with a `position=` are then
         filtered (edit a plan's rules before its first run, not after)."""
-        found = self._applicable.get((name, attempt, point))
+        key = (name, attempt, point)
+        found = self._applicable.get(key)
         if found is None:
-            found = self._applicable[(name, attempt, point)] = tuple(
+            found = self._applicable[key] = tuple(
                 (i, rule) for i, rule in enumerate(self.rules)
                 if (rule.point == point if isinstance(rule, Crash) else point is None)
                 and rule.applies(name, attempt))
             if any(rule.position is not None for _, rule in found):
-                self._positional.add((name, attempt, point))
-        if position is not None and (name, attempt, point) in self._positional:
+                self._positional.add(key)
+        if position is not None and self._positional and key in self._positional:
             found = tuple((i, r) for i, r in found if r.position is None or position in r.position)
         return found
 

@@ -43,20 +43,35 @@ METRICS = ["status", "error", "virtual_duration", "attempts", "activities", "ret
 RECYCLE_EVERY = 5000
 
 
+_RETRY_KEYS = (*RETRY_OUTCOMES, "other")
+
+
 def run_metrics(state, crashes: int, world) -> dict[str, Any]:
     """The metrics of one run from the engine's state of it (see `dl.compare`)."""
-    by_position: dict[int, list] = {}   # position -> [(attempt, outcome)], crashes left out
+    # position -> [(started_at, order, attempt, outcome)] of every attempt there, where
+    # some did not end the activity (a retry, an attempt in flight); crashes left out.
+    retried: dict[int, list] = {}
     for position, rows in state.attempts.items():
-        for row in rows:
-            if row[6] != "crashed":
-                by_position.setdefault(position, []).append((row[4], 1, row[3], row[6]))
+        found = [(row.started_at, 1, row.attempt, row.outcome) for row in rows
+                 if row.outcome != "crashed"]
+        if found:
+            retried[position] = found
+    retries = dict.fromkeys(_RETRY_KEYS, 0)
+    n_attempts = activities = 0
     usage_in = usage_out = 0
     cost = 0.0
     model_calls = 0
     for e in state.history:
         if e.kind != "activity":
             continue
-        by_position.setdefault(e.position, []).append((e.started_at, 1, e.attempt, e.outcome))
+        rows = retried.get(e.position)
+        if rows is not None:
+            rows.append((e.started_at, 1, e.attempt, e.outcome))
+        else:   # the one attempt that ended it, after only crashed ones if any
+            count = e.attempt if e.attempt is not None and e.attempt > 1 else 1
+            n_attempts += count
+            activities += 1
+            retries["other"] += count - 1
         if e.ok and e.value is not None and '"usage"' in e.value:
             usage = _usage(e.loads())
             if usage is not None:
@@ -66,11 +81,9 @@ def run_metrics(state, crashes: int, world) -> dict[str, Any]:
                 cost += usage[2]
     if state.inflight is not None:
         o = state.inflight
-        by_position.setdefault(o["position"], []).append((o["started_at"], 3, o["attempt"],
-                                                          "in_flight"))
-    retries = dict.fromkeys([*RETRY_OUTCOMES, "other"], 0)
-    n_attempts = 0
-    for rows in by_position.values():
+        retried.setdefault(o["position"], []).append((o["started_at"], 3, o["attempt"],
+                                                      "in_flight"))
+    for rows in retried.values():
         rows.sort(key=lambda r: (r[0], r[1], r[2] if r[2] is not None else 0))
         numbers = [r[2] for r in rows if r[2] is not None]
         count = max(len(rows), max(numbers) if numbers else 0)
@@ -78,6 +91,7 @@ def run_metrics(state, crashes: int, world) -> dict[str, Any]:
         for row in rows[:-1]:
             retries[row[3] if row[3] in retries else "other"] += 1
         retries["other"] += count - len(rows)
+    activities += len(retried)
     if state.ended_at is not None:
         duration = state.ended_at - state.started_at
     else:
@@ -91,8 +105,8 @@ def run_metrics(state, crashes: int, world) -> dict[str, Any]:
         "error": None if error is None else type(error).__name__,
         "virtual_duration": float(duration),
         "attempts": n_attempts,
-        "activities": len(by_position),
-        "retries": n_attempts - len(by_position),
+        "activities": activities,
+        "retries": n_attempts - activities,
         **{f"retries_{name}": count for name, count in retries.items()},
         "crashes": crashes,
         "model_calls": model_calls,
@@ -168,10 +182,18 @@ def add_load(load: dict, source: str, instants, offset: float = 0.0) -> None:
 def add_starts(load: dict, state) -> None:
     """`add_load` of each attempt start of a run (see `request_starts`), under its activity."""
     isfinite = math.isfinite
-    for name, t in request_starts(state):
-        if t is not None and isfinite(t):
-            key = (name, int(t // 1))
-            load[key] = load.get(key, 0) + 1
+    get = load.get
+    for rows in state.attempts.values():
+        for row in rows:
+            t = row.started_at
+            if row.outcome != "crashed" and t is not None and isfinite(t):
+                key = (row.activity, int(t // 1))
+                load[key] = get(key, 0) + 1
+    for e in state.history:
+        t = e.started_at
+        if e.kind == "activity" and t is not None and isfinite(t):
+            key = (e.name, int(t // 1))
+            load[key] = get(key, 0) + 1
 
 
 def clear(engine: Engine) -> None:
