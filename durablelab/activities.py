@@ -29,6 +29,7 @@ from __future__ import annotations
 import inspect
 import json
 import weakref
+from types import MethodType
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from . import heartbeat
@@ -81,11 +82,12 @@ _ACCEPTS: dict[Callable, tuple[bool, bool]] = {}
 
 def accepts(fn: Callable) -> tuple[bool, bool]:
     """Whether fn takes idempotency_key= and feedback= (by name or through **kwargs)."""
-    fn = getattr(fn, "__func__", fn)   # a bound method: its function's (a world per run)
+    if type(fn) is MethodType:   # a bound method: its function's (a world per run)
+        fn = fn.__func__
     found = _ACCEPTS.get(fn)
     if found is None:
         try:
-            params = inspect.signature(fn).parameters
+            params = inspect.signature(getattr(fn, "__func__", fn)).parameters
         except (TypeError, ValueError):
             params = {}
         var_kw = any(p.kind is p.VAR_KEYWORD for p in params.values())
@@ -95,6 +97,15 @@ def accepts(fn: Callable) -> tuple[bool, bool]:
         except TypeError:
             pass
     return found
+
+
+def _leave_in_flight(state, outcome: dict) -> None:
+    """Leave an attempt in flight, to end later in virtual time. Its arguments are kept as
+    their JSON round trip (the workflow's own objects may change before it ends), and its
+    call site as text (the frame is gone by then)."""
+    outcome["args"], outcome["kwargs"] = json.loads(outcome["text"])
+    outcome["call_site"] = h.site(outcome["call_site"])
+    state.inflight = outcome
 
 
 class Host(Protocol):
@@ -197,26 +208,19 @@ class AttemptRunner:
                    "kwargs": req["kwargs"], "first_started_at": first_started_at,
                    "schedule_to_close": req["schedule_to_close"],
                    "start_to_close": req["start_to_close"], "heartbeat": req["heartbeat"],
-                   "call_site": h.site(site), "kept": kept}
+                   "call_site": site, "kept": kept}   # the frame: see finish()
         if ended > now:
             if ended == float("inf"):   # no time-out will ever end it: the run hangs
-                self._in_flight(state, outcome)
+                _leave_in_flight(state, outcome)
                 raise Suspend(None, "activity", name=name, position=position, attempt=attempt)
             if not clock.virtual:
                 clock.sleep_until(ended)
             elif self.host._free_until(ended):
                 clock.advance_to(ended)  # nothing else happens meanwhile: carry on inline
             else:
-                self._in_flight(state, outcome)
+                _leave_in_flight(state, outcome)
                 raise Suspend(ended, "activity", name=name, position=position, attempt=attempt)
         return self.finish(state, cursor, outcome)
-
-    @staticmethod
-    def _in_flight(state, outcome: dict) -> None:
-        """Leave the attempt in flight. Its arguments are kept as their JSON round trip:
-        the workflow's own objects may change before the attempt ends."""
-        outcome["args"], outcome["kwargs"] = json.loads(outcome["text"])
-        state.inflight = outcome
 
     def _draw_faults(self, state, name, position, attempt):
         """(added latency, the rule that decides the attempt or None)."""
@@ -291,7 +295,9 @@ class AttemptRunner:
                 cause_class="SerializationError"), None
 
     def finish(self, state, cursor: h.Cursor, o: dict) -> Any:
-        """Record an attempt's end: the activity's event, or a failed attempt and its retry."""
+        """Record an attempt's end: the activity's event, or a failed attempt and its retry.
+        `o["call_site"]` is the frame of the ctx call, still running (its line is formatted
+        only for an event), or its "file:line" once the attempt was left in flight."""
         error, name, position, attempt = o["error"], o["name"], o["position"], o["attempt"]
         breaker = self.breakers.get(name)
         if breaker is not None and o["policy"].breaker is not None:
@@ -302,7 +308,7 @@ class AttemptRunner:
             text = o["text"]
             event = h.Event(position, h.ACTIVITY, name, h.digest_of(text), True,
                             o["value_json"], o["ended_at"], attempt, o["started_at"], "ok",
-                            call_site=o["call_site"], args=h.shown_args(text))
+                            call_site=h.site(o["call_site"]), args=h.shown_args(text))
             event.matched_args = h.matched_args(o["args"], o["kwargs"]) or json.loads(text)
             event.loaded = o["kept"]
             self.host._append(state, cursor, event)
@@ -341,13 +347,13 @@ class AttemptRunner:
                 self._check_budget(state, name, position)
             raise Suspend(o["ended_at"] + delay, "retry", name=name, position=position,
                           attempt=attempt)
-        failed = activity_failed(state.run_id, name, position, attempt, error, why,
-                                 o["call_site"])
+        call_site = h.site(o["call_site"])
+        failed = activity_failed(state.run_id, name, position, attempt, error, why, call_site)
         text = o["text"]
         event = h.Event(position, h.ACTIVITY, name, h.digest_of(text), False,
                         json.dumps(failed.to_json()), o["ended_at"], attempt, o["started_at"],
                         outcome_of(error), error.error_class, error.message,
-                        call_site=o["call_site"], args=h.shown_args(text))
+                        call_site=call_site, args=h.shown_args(text))
         event.matched_args = h.matched_args(o["args"], o["kwargs"]) or json.loads(text)
         self.host._append(state, cursor, event)
         self._maybe_crash(state, "after_record", name, position, attempt)

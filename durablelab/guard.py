@@ -60,6 +60,7 @@ import random
 import secrets
 import sys
 import time
+import types
 import uuid
 import warnings
 from typing import Any, Callable
@@ -149,10 +150,13 @@ _PY_TABLE = _py_calls()
 PY_CALLS = {id(code): tuple(entries) for code, entries in _PY_TABLE.items()}
 
 
+_MONITORING = getattr(sys, "monitoring", None)   # Python 3.12+: cProfile lives there
+
+
 def _profiler_active() -> bool:
     if sys.getprofile() is not None:
         return True
-    monitoring = getattr(sys, "monitoring", None)   # Python 3.12+: cProfile lives there
+    monitoring = _MONITORING
     return monitoring is not None and monitoring.get_tool(monitoring.PROFILER_ID) is not None
 
 
@@ -199,6 +203,8 @@ class Guard:
 
 
 def _unwrap(fn):
+    if type(fn) is types.FunctionType and "__wrapped__" not in fn.__dict__:
+        return fn   # the common case, without the cost of a failed attribute lookup
     while hasattr(fn, "__wrapped__"):
         fn = fn.__wrapped__
     return fn

@@ -131,8 +131,12 @@ def parts(world) -> list[tuple[str, Any]]:
         return []
     found = [("world", world)]
     items = world.items() if isinstance(world, dict) else getattr(world, "__dict__", {}).items()
-    found += [(str(name), value) for name, value in items if not str(name).startswith("_")]
+    found += [(str(name), value) for name, value in items if not str(name).startswith("_")
+              and type(value) not in _PLAIN]   # a count or a name holds no calls or effects
     return found
+
+
+_PLAIN = frozenset((int, float, str, bool, type(None)))
 
 
 def duplicate_effects(world, run_id: str) -> int:
