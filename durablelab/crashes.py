@@ -201,9 +201,9 @@ class _Runner:
     read every earlier row's run again, so a row cost more the more rows came before it). The
     world the row's code reaches (``engine.world``) is the row's own. A row whose run does
     not end (it hangs, or waits for a signal that never comes) gets the next rows a new
-    engine, so nothing of it can run again in a later row's crash recovery; so does a row
-    that left circuit-breaker state behind (breakers are shared by every run of an engine,
-    and one row's failures must not open the next row's breaker)."""
+    engine, so nothing of it can run again in a later row's crash recovery. Emptying also
+    resets the circuit breakers (shared by every run of an engine): one row's failures never
+    open the next row's breaker."""
 
     def __init__(self, workflow, input, invariant, world, durability, signals):
         self.workflow, self.input, self.invariant = workflow, input, invariant
@@ -214,7 +214,6 @@ class _Runner:
         """(run, holds, why not, crashes that fired) for one row; the `Run` itself when
         `keep` or when the invariant broke, else a view that keeps only status and result."""
         from .engine import FINAL, Engine
-        from .experiments.runner import clear
         if self.engine is None:
             self.engine = Engine(durability=self.durability)
         engine = self.engine
@@ -228,11 +227,11 @@ class _Runner:
         view = _RunView(engine, run_id)
         holds, why = _check(self.invariant, view, here)
         run = view if holds and not keep else view.full()    # a broken row keeps its Run
-        if view.status not in FINAL or engine._attempts.breakers:
+        if view.status not in FINAL:
             run = view.full()
             self.close()
         else:
-            clear(engine)
+            engine._forget()   # breakers too: one row's failures never reach the next
         return run, holds, why, view.crashes_fired
 
     def close(self):

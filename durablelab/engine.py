@@ -226,11 +226,11 @@ def _options(options_json: str) -> tuple:
 
 
 def options_json(options: dict[str, str]) -> str | None:
-    """``json.dumps`` of a run's options, from each option's JSON text: the same text,
-    without encoding a sweep's policies again for every run."""
+    """``json.dumps`` of a run's options (their names are plain identifiers), from each
+    option's JSON text: the same text, without encoding a sweep's policies for every run."""
     if not options:
         return None
-    return "{" + ", ".join(f"{json.dumps(key)}: {text}" for key, text in options.items()) + "}"
+    return "{" + ", ".join(f'"{key}": {text}' for key, text in options.items()) + "}"
 
 
 def _location(exc: BaseException) -> str | None:
@@ -380,8 +380,8 @@ class Engine:
             check_text(run_id, call, "run_id")
         options = {}   # each option's JSON text
         if timeout is not None:
-            options["timeout"] = json.dumps(check_seconds(timeout, call, "timeout",
-                                                          positive=True))
+            options["timeout"] = h.compact(check_seconds(timeout, call, "timeout",
+                                                         positive=True))
         if budget is not None:
             if not isinstance(budget, Budget):
                 raise bad_type(call, "budget", f"budget={budget!r} must be a dl.Budget, for "
@@ -560,6 +560,20 @@ class Engine:
             self.store.save_clock(self.clock.now())
         finally:
             self.store.close()
+
+    def _forget(self) -> None:
+        """Empty an in-memory engine, as if it had just been opened: no runs, no timers, no
+        circuit breakers, no rows (`Store.forget`: the queued ones dropped unwritten). For
+        one engine serving many short runs in turn, each alone (a sweep's isolated runs,
+        the crash explorer's rows): opening an engine costs a DuckDB connection and its
+        schema, far more than a small run. Only rows of ended runs should be forgotten."""
+        self._runs = {}
+        self._heap = []
+        self._worlds = {}
+        self._run_fns = {}
+        self._telemetry = []
+        self._attempts.breakers = {}
+        self.store.forget()
 
     def __enter__(self) -> "Engine":
         return self

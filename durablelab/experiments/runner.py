@@ -9,12 +9,13 @@ run one:
 - **Isolated** each run gets a fresh world on a fresh clock starting at 0, and nothing of
   another run: no shared breaker, no other run's crash. Opening an engine costs about
   24 ms (a DuckDB connection and its schema), a hundred times what a small run costs, so
-  an `Isolated` runner keeps one in-memory engine and clears it between runs instead: the
-  run's rows wait in the in-memory store's queue (`durablelab.store`) and are dropped
-  unwritten when the run has ended, so the next run starts from an empty store. A run that
-  crashed has been through recovery, which writes the queue to DuckDB to read it back, so
-  after such a run the tables are emptied (a few statements). `tests/test_sweep.py` checks
-  that this gives exactly what a fresh engine per run gives.
+  an `Isolated` runner keeps one in-memory engine and empties it between runs instead
+  (`Engine._forget`): the run's rows wait in the in-memory store's queue
+  (`durablelab.store`) and are dropped unwritten when the run has ended, so the next run
+  starts from an empty store. A run that crashed has been through recovery, which reads
+  the queue directly while it is short (`durablelab.queued`) and otherwise writes it to
+  DuckDB to read it back; then the tables are emptied too (a few statements).
+  `tests/test_sweep.py` checks that this gives exactly what a fresh engine per run gives.
 
 Metrics come from the engine's in-memory state of each run, not from `Run` frames: building
 four DataFrames costs a millisecond a run, more than the run itself. They mean exactly what
@@ -42,10 +43,11 @@ METRICS = ["status", "error", "virtual_duration", "attempts", "activities", "ret
 
 #: An isolated runner's engine is replaced after this many runs (it never grows: this
 #: only bounds what a long-lived process keeps, such as the plans it has parsed).
-RECYCLE_EVERY = 5000
+RECYCLE_EVERY = 100_000
 
 
 _RETRY_KEYS = (*RETRY_OUTCOMES, "other")
+_RETRY_COLUMNS = tuple(f"retries_{name}" for name in _RETRY_KEYS)
 
 
 def run_metrics(state, crashes: int, world) -> dict[str, Any]:
@@ -109,7 +111,7 @@ def run_metrics(state, crashes: int, world) -> dict[str, Any]:
         "attempts": n_attempts,
         "activities": activities,
         "retries": n_attempts - activities,
-        **{f"retries_{name}": count for name, count in retries.items()},
+        **dict(zip(_RETRY_COLUMNS, retries.values())),
         "crashes": crashes,
         "model_calls": model_calls,
         "input_tokens": usage_in,
@@ -202,18 +204,6 @@ def add_starts(load: dict, state) -> None:
             load[key] = get(key, 0) + 1
 
 
-def clear(engine: Engine) -> None:
-    """Empty an in-memory engine whose runs have all ended, as if it had just been opened:
-    no runs, no timers, no rows (`Store.forget`: the queued ones dropped unwritten, the
-    tables emptied if a read had written the queue to them). Used where one engine serves
-    many short runs in turn (`Isolated`, `dl.explore_crashes`)."""
-    engine._runs = {}
-    engine._heap = []
-    engine._worlds = {}
-    engine._telemetry = []
-    engine.store.forget()
-
-
 # --- jobs -------------------------------------------------------------------------------------
 #: The young-generation threshold of Python's garbage collector while a sweep's runs run.
 YOUNG_COLLECTION_AFTER = 50_000
@@ -254,7 +244,6 @@ class Isolated:
         self.used += 1
         clock = engine.clock = VirtualClock()       # every run starts at t=0
         world = world_factory(clock) if world_factory is not None else None
-        engine._attempts.breakers = {}              # a breaker is the worker's, per run here
         engine._worlds = {run_id: world} if world is not None else {}
         engine.start(workflow, input_value, run_id=run_id, faults=plan, seed=seed,
                      timeout=timeout, policies=policies)
@@ -266,11 +255,8 @@ class Isolated:
         add_starts(load, state)
         for name, instants in stamped_calls(world).items():
             add_load(load, name, instants)
-        self._clear()
+        engine._forget()   # no breaker, run or row of this run reaches the next
         return metrics
-
-    def _clear(self) -> None:
-        clear(self.engine)
 
     def close(self) -> None:
         if self.engine is not None:

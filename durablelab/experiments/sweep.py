@@ -114,10 +114,10 @@ def do_job(spec: Spec, runner: Isolated, job: tuple) -> tuple:
                   for i, seed in runs]
         metrics = run_contended(spec.workflow, listed, policies, plan, spec.world,
                                 spec.timeout, load)
-    else:
-        metrics = [runner.run(spec.workflow, json.loads(spec.inputs_json[i]),
-                              spec.run_id(cell, seed, i), policies, plan, seed, spec.world,
-                              spec.timeout, load) for i, seed in runs]
+    else:   # an input is decoded once per job: start() records its JSON at once
+        inputs = {i: json.loads(spec.inputs_json[i]) for i in {i for i, _ in runs}}
+        metrics = [runner.run(spec.workflow, inputs[i], spec.run_id(cell, seed, i), policies,
+                              plan, seed, spec.world, spec.timeout, load) for i, seed in runs]
     for (i, seed), m in zip(runs, metrics):
         rows.append({"cell": cell, "input": i, "policy": policy_name, "fault_plan": plan_name,
                      "seed": seed, "run_id": spec.run_id(cell, seed, i), **m})
