@@ -50,8 +50,9 @@ _RETRY_KEYS = (*RETRY_OUTCOMES, "other")
 _RETRY_COLUMNS = tuple(f"retries_{name}" for name in _RETRY_KEYS)
 
 
-def run_metrics(state, crashes: int, world) -> dict[str, Any]:
-    """The metrics of one run from the engine's state of it (see `dl.compare`)."""
+def run_metrics(state, crashes: int, duplicates: int) -> dict[str, Any]:
+    """The metrics of one run from the engine's state of it (see `dl.compare`); `crashes`
+    and `duplicates` (`duplicate_effects`) come from the world around it."""
     # position -> [(started_at, order, attempt, outcome)] of every attempt there, where
     # some did not end the activity (a retry, an attempt in flight); crashes left out.
     retried: dict[int, list] = {}
@@ -118,7 +119,7 @@ def run_metrics(state, crashes: int, world) -> dict[str, Any]:
         "output_tokens": usage_out,
         "tokens": usage_in + usage_out,
         "cost": float(cost),
-        "duplicate_effects": duplicate_effects(world, state.run_id),
+        "duplicate_effects": duplicates,
         "wakeups": len(state.wakeups),
         "events_replayed": sum(row[3] for row in state.wakeups),
         "history_events": len(state.history),
@@ -141,28 +142,31 @@ def parts(world) -> list[tuple[str, Any]]:
 _PLAIN = frozenset((int, float, str, bool, type(None)))
 
 
-def duplicate_effects(world, run_id: str) -> int:
-    """Effects a service created again for one of this run's idempotency keys
-    (``"{run_id}:{position}"``): what keys exist to prevent (`Service.duplicate_effects`,
-    counted per run)."""
-    total = 0
-    prefix = run_id + ":"
-    for _, part in parts(world):
+def duplicate_effects(world_parts: list) -> dict[str, int]:
+    """Effects a service created again for an idempotency key (``"{run_id}:{position}"``),
+    per run id: what keys exist to prevent (`Service.duplicate_effects`, counted per run).
+    `world_parts` is `parts(world)`; one pass serves every run of a shared world."""
+    out: dict[str, int] = {}
+    for _, part in world_parts:
         effects = getattr(part, "effects", None)
         if not isinstance(effects, list):
             continue
         keys = Counter(e.get("key") for e in effects if isinstance(e, dict)
-                       and isinstance(e.get("key"), str) and e["key"].startswith(prefix))
-        total += sum(n - 1 for n in keys.values())
-    return total
+                       and isinstance(e.get("key"), str))
+        for key, n in keys.items():
+            run_id, _, position = key.rpartition(":")
+            if n > 1 and position.isdigit():
+                out[run_id] = out.get(run_id, 0) + n - 1
+    return out
 
 
-def stamped_calls(world) -> dict[str, list[float]]:
-    """The request instants of each part of the world that stamps its calls on the
-    engine's clock: a ``calls`` list of dicts with ``"at"`` (as `SimLLM` keeps), named
-    after the part, or such a list held by the world itself, named after its attribute."""
+def stamped_calls(world_parts: list) -> dict[str, list[float]]:
+    """The request instants of each part of the world (`parts(world)`) that stamps its
+    calls on the engine's clock: a ``calls`` list of dicts with ``"at"`` (as `SimLLM`
+    keeps), named after the part, or such a list held by the world itself, named after its
+    attribute."""
     found = {}
-    for name, part in parts(world):
+    for name, part in world_parts:
         calls = part if isinstance(part, list) else getattr(part, "calls", None)
         if isinstance(calls, list) and calls and isinstance(calls[0], dict) and "at" in calls[0]:
             found[name] = [c["at"] for c in calls]
@@ -215,7 +219,8 @@ def roomy_collector():
     objects instead of 700), as long as runs run. A run allocates thousands of objects that
     die within an attempt; collected every 700 allocations, many are caught alive and
     promoted, and the older generations, full of the other runs' histories, are scanned
-    again and again (a fifth of a contended cell's time). The setting is restored after."""
+    again and again (a fifth of a contended cell's time). The setting is restored after.
+    A sweep holds it around each job (`do_job`)."""
     threshold = gc.get_threshold()
     if threshold[0] == 0 or threshold[0] >= YOUNG_COLLECTION_AFTER:   # disabled, or roomier
         yield
@@ -247,13 +252,14 @@ class Isolated:
         engine._worlds = {run_id: world} if world is not None else {}
         engine.start(workflow, input_value, run_id=run_id, faults=plan, seed=seed,
                      timeout=timeout, policies=policies)
-        with roomy_collector():
-            engine.run_until_idle()
+        engine.run_until_idle()
         state = engine._runs[run_id]
         crashed = sum(1 for row in state.fault_rows if row[2] == "Crash")
-        metrics = run_metrics(state, crashed, world)
+        world_parts = parts(world)
+        metrics = run_metrics(state, crashed,
+                              duplicate_effects(world_parts).get(run_id, 0) if world else 0)
         add_starts(load, state)
-        for name, instants in stamped_calls(world).items():
+        for name, instants in stamped_calls(world_parts).items():
             add_load(load, name, instants)
         engine._forget()   # no breaker, run or row of this run reaches the next
         return metrics
@@ -275,13 +281,14 @@ def run_contended(workflow, runs, policies, plan, world_factory, timeout, load: 
         for input_value, run_id, seed in runs:
             engine.start(workflow, input_value, run_id=run_id, faults=plan, seed=seed,
                          timeout=timeout, policies=policies)
-        with roomy_collector():
-            engine.run_until_idle()
+        engine.run_until_idle()
         # Only a Crash rule kills a sweep's worker; without one, reading the crashes table
         # would only make the in-memory store write every queued row to DuckDB first.
         crashing = plan is not None and any(isinstance(r, Crash) for r in plan.rules)
         crash_times = [row[0] for row in engine.store.fetch(
             "SELECT crashed_at FROM crashes")] if crashing else []
+        world_parts = parts(world)
+        duplicates = duplicate_effects(world_parts)
         out = []
         for _, run_id, _ in runs:
             state = engine._runs[run_id]
@@ -289,9 +296,9 @@ def run_contended(workflow, runs, policies, plan, world_factory, timeout, load: 
                 engine._load_ended(state)
             end = state.ended_at if state.ended_at is not None else float("inf")
             crashes = sum(1 for t in crash_times if state.started_at < t <= end)
-            out.append(run_metrics(state, crashes, world))
+            out.append(run_metrics(state, crashes, duplicates.get(run_id, 0)))
             add_starts(load, state)
-        for name, instants in stamped_calls(world).items():
+        for name, instants in stamped_calls(world_parts).items():
             add_load(load, name, instants)
         return out
     finally:

@@ -41,7 +41,7 @@ import duckdb
 import pyarrow as pa
 
 from ..errors import SweepError
-from .runner import METRICS, Isolated, run_contended
+from .runner import METRICS, Isolated, roomy_collector, run_contended
 from .spec import Spec
 
 RESULTS_VERSION = 1
@@ -109,15 +109,17 @@ def do_job(spec: Spec, runner: Isolated, job: tuple) -> tuple:
     policies, plan = spec.policies[policy_name], spec.plans[plan_name]
     load: dict = {}
     rows = []
-    if spec.contention:
-        listed = [(json.loads(spec.inputs_json[i]), spec.run_id(cell, seed, i), seed)
-                  for i, seed in runs]
-        metrics = run_contended(spec.workflow, listed, policies, plan, spec.world,
-                                spec.timeout, load)
-    else:   # an input is decoded once per job: start() records its JSON at once
-        inputs = {i: json.loads(spec.inputs_json[i]) for i in {i for i, _ in runs}}
-        metrics = [runner.run(spec.workflow, inputs[i], spec.run_id(cell, seed, i), policies,
-                              plan, seed, spec.world, spec.timeout, load) for i, seed in runs]
+    with roomy_collector():
+        if spec.contention:
+            listed = [(json.loads(spec.inputs_json[i]), spec.run_id(cell, seed, i), seed)
+                      for i, seed in runs]
+            metrics = run_contended(spec.workflow, listed, policies, plan, spec.world,
+                                    spec.timeout, load)
+        else:   # an input is decoded once per job: start() records its JSON at once
+            inputs = {i: json.loads(spec.inputs_json[i]) for i in {i for i, _ in runs}}
+            metrics = [runner.run(spec.workflow, inputs[i], spec.run_id(cell, seed, i),
+                                  policies, plan, seed, spec.world, spec.timeout, load)
+                       for i, seed in runs]
     for (i, seed), m in zip(runs, metrics):
         rows.append({"cell": cell, "input": i, "policy": policy_name, "fault_plan": plan_name,
                      "seed": seed, "run_id": spec.run_id(cell, seed, i), **m})
