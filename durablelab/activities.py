@@ -449,7 +449,7 @@ class AttemptRunner:
                              o["policy"].max_attempts)
 
     def arm_crash_during_wait(self, state, suspend: Suspend) -> None:
-        if state.faults is None:
+        if state.faults is None or not state.faults.crashes():
             return
         for index, rule in state.faults.applicable(suspend.name, suspend.attempt, "during_wait",
                                                    suspend.position):

@@ -181,10 +181,7 @@ class Guard:
                     "environment is not stopped in this session."), stacklevel=4)
             return fn(ctx, input)
         trip = ctx._trip = []
-        target = getattr(_unwrap(fn), "__globals__", None)
-        if target is None:
-            module = sys.modules.get(getattr(fn, "__module__", None) or "")
-            target = getattr(module, "__dict__", None)
+        target = _workflow_globals(fn)
         hook = _hook(target, ctx.run_id, ctx._state.workflow, trip,
                      None if SWAP_HOOK else ctx)
         ctx._hook = hook
@@ -200,6 +197,15 @@ class Guard:
         if trip:
             raise trip[0]
         return result
+
+
+def _workflow_globals(fn: Callable) -> dict | None:
+    """The globals of the workflow's module: frames running there are workflow code."""
+    target = getattr(_unwrap(fn), "__globals__", None)
+    if target is None:
+        module = sys.modules.get(getattr(fn, "__module__", None) or "")
+        target = getattr(module, "__dict__", None)
+    return target
 
 
 def _unwrap(fn):
@@ -274,7 +280,7 @@ def guarded_context(context_class: type) -> type:
 
 
 def _pausing(method: Callable) -> Callable:
-    setprofile = sys.setprofile
+    setprofile, swap = sys.setprofile, SWAP_HOOK
 
     @functools.wraps(method)
     def paused(self, *args, **kwargs):
@@ -284,13 +290,13 @@ def _pausing(method: Callable) -> Callable:
         if self._trip:
             raise self._trip[0]
         self._paused = True
-        if SWAP_HOOK:
+        if swap:
             setprofile(None)
         try:
             return method(self, *args, **kwargs)
         finally:
             self._paused = False
-            if SWAP_HOOK:
+            if swap:
                 setprofile(hook)
 
     return paused

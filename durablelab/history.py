@@ -317,8 +317,8 @@ class Cursor:
                                 call_site, "different_call", text)
         if args is not None and event.digest is not None:
             matched = event.matched_args
-            if matched is None or not (same_json(args, matched[0])
-                                       and same_json(kwargs, matched[1])):
+            if matched is None or not (same_json(args, matched[0]) and (
+                    same_json(kwargs, matched[1]) if kwargs or matched[1] else True)):
                 text = canonical(args, kwargs, f"ctx.{kind}", call_site, name)
                 requested = digest_of(text)
                 if requested != event.digest:
