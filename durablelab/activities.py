@@ -36,10 +36,10 @@ from . import heartbeat
 from . import history as h
 from .breaker import BreakerState
 from .context import Suspend
-from .draws import Draws
+from .draws import Draws, first
 from .errors import (BudgetExceeded, DurableLabError, ModelOutputError, NonRetryable,
                      RateLimited, Transient, activity_failed)
-from .faults import Crash, Hang, Latency, Malformed, Timeout, draw
+from .faults import Crash, Hang, Latency, Malformed, Timeout, draw_key
 from .records import AttemptRecord, CrashRecord, FaultRecord
 from .retry import classify, next_delay
 
@@ -286,13 +286,17 @@ class AttemptRunner:
             error.message = h.storable_text(error.message)
             return None, error, None
         try:
-            return h.compact(result), None, h.kept(result)
+            text = h.compact(result)
         except (TypeError, ValueError) as exc:
             return None, NonRetryable(
                 f"the result of activity {name!r} at position {position} is not "
                 f"JSON-serialisable ({exc}); its effect already happened, but history can "
                 f"only hold JSON. Return plain data (a dict, list, str, number).",
                 cause_class="SerializationError"), None
+        # A string with surrogates was stored escaped, and its JSON round trip is another
+        # string (a pair of them reads back as one character): then only parsing the text
+        # hands back what every replay will.
+        return text, None, (h.kept(result) if "\\ud" not in text else None)
 
     def finish(self, state, cursor: h.Cursor, o: dict) -> Any:
         """Record an attempt's end: the activity's event, or a failed attempt and its retry.
@@ -392,8 +396,8 @@ class AttemptRunner:
                 return None
             if crash and any(r.position == position and r.attempt == attempt for r in rows):
                 return None  # a crash point fires once: the recovered worker passes it
-        rng = draw(state.seed, index, position, attempt)
-        return rng if rng.random() < rule.p else None
+        key = draw_key(state.seed, index, position, attempt)   # `draw`'s, drawn from once
+        return Draws(key, drawn=1) if first(key) < rule.p else None
 
     def _record_fault(self, state, index, rule, position, attempt) -> FaultRecord:
         """Note a firing in memory and return its row; the caller commits it."""

@@ -201,9 +201,10 @@ class _Runner:
     read every earlier row's run again, so a row cost more the more rows came before it). The
     world the row's code reaches (``engine.world``) is the row's own. A row whose run does
     not end (it hangs, or waits for a signal that never comes) gets the next rows a new
-    engine, so nothing of it can run again in a later row's crash recovery. Emptying also
-    resets the circuit breakers (shared by every run of an engine): one row's failures never
-    open the next row's breaker."""
+    engine, so nothing of it can run again in a later row's crash recovery; so does a row
+    that left circuit-breaker state behind (breakers are shared by every run of an engine,
+    and one row's failures must not open the next row's breaker; a new engine also starts
+    the next row's clock at 0, as the breaker's time windows expect)."""
 
     def __init__(self, workflow, input, invariant, world, durability, signals):
         self.workflow, self.input, self.invariant = workflow, input, invariant
@@ -227,11 +228,11 @@ class _Runner:
         view = _RunView(engine, run_id)
         holds, why = _check(self.invariant, view, here)
         run = view if holds and not keep else view.full()    # a broken row keeps its Run
-        if view.status not in FINAL:
+        if view.status not in FINAL or engine._attempts.breakers:
             run = view.full()
             self.close()
         else:
-            engine._forget()   # breakers too: one row's failures never reach the next
+            engine._forget()
         return run, holds, why, view.crashes_fired
 
     def close(self):

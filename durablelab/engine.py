@@ -113,22 +113,6 @@ def _current_definition(name: str) -> Callable | None:
     return None
 
 
-_CLOSURES: dict[tuple[str, Callable], bool] = {}
-
-
-def _is_closure(name: str, fn: Callable) -> bool:
-    """Whether runs of `fn` (registered as `name`) must be recovered with `fn` itself: its
-    module has no such function to find again (see `_current_definition`). Asked at every
-    start, so the answer is kept per function (a sweep starts thousands of runs of one)."""
-    key = (name, fn)
-    found = _CLOSURES.get(key)
-    if found is None:
-        if len(_CLOSURES) > 1000:
-            _CLOSURES.clear()
-        found = _CLOSURES[key] = _current_definition(name) is None
-    return found
-
-
 @dataclass
 class Signal:
     seq: int
@@ -655,7 +639,7 @@ class Engine:
         state = RunState(run_id, workflow, input_json, seed,
                          plan.to_json() if plan else None, options_json, parent, "running",
                          None, None, self.clock.now(), None, fn=fn, faults=plan)
-        if fn is not None and _is_closure(workflow, fn):
+        if fn is not None and _current_definition(workflow) is None:
             self._run_fns[run_id] = fn   # a closure: recover this run with this very one
         self.store.insert("runs", state.row())
         self._runs[run_id] = state

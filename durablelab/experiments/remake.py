@@ -104,8 +104,8 @@ class LazyRuns(Sequence):
     @staticmethod
     def _check(row, state, world) -> None:
         crashes = 0   # not compared: it depends on other runs' timing with contention
-        again = run_metrics(state, crashes,
-                            duplicate_effects(parts(world)).get(state.run_id, 0))
+        again = run_metrics(state, crashes, duplicate_effects(
+            parts(world), {state.run_id}).get(state.run_id, 0))
         differs = [c for c in _CHECKED if again[c] != row[c]]
         if differs:
             raise SweepError(

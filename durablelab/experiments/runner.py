@@ -142,9 +142,10 @@ def parts(world) -> list[tuple[str, Any]]:
 _PLAIN = frozenset((int, float, str, bool, type(None)))
 
 
-def duplicate_effects(world_parts: list) -> dict[str, int]:
-    """Effects a service created again for an idempotency key (``"{run_id}:{position}"``),
-    per run id: what keys exist to prevent (`Service.duplicate_effects`, counted per run).
+def duplicate_effects(world_parts: list, run_ids) -> dict[str, int]:
+    """Effects a service created again for one idempotency key of a run (a key starting
+    ``"{run_id}:"``, as the engine's ``"{run_id}:{position}"`` does), per run id of
+    `run_ids`: what keys exist to prevent (`Service.duplicate_effects`, counted per run).
     `world_parts` is `parts(world)`; one pass serves every run of a shared world."""
     out: dict[str, int] = {}
     for _, part in world_parts:
@@ -154,9 +155,12 @@ def duplicate_effects(world_parts: list) -> dict[str, int]:
         keys = Counter(e.get("key") for e in effects if isinstance(e, dict)
                        and isinstance(e.get("key"), str))
         for key, n in keys.items():
-            run_id, _, position = key.rpartition(":")
-            if n > 1 and position.isdigit():
-                out[run_id] = out.get(run_id, 0) + n - 1
+            colon = key.find(":") if n > 1 else -1
+            while colon != -1:   # every run whose id and a colon begin the key
+                run_id = key[:colon]
+                if run_id in run_ids:
+                    out[run_id] = out.get(run_id, 0) + n - 1
+                colon = key.find(":", colon + 1)
     return out
 
 
@@ -219,8 +223,9 @@ def roomy_collector():
     objects instead of 700), as long as runs run. A run allocates thousands of objects that
     die within an attempt; collected every 700 allocations, many are caught alive and
     promoted, and the older generations, full of the other runs' histories, are scanned
-    again and again (a fifth of a contended cell's time). The setting is restored after.
-    A sweep holds it around each job (`do_job`)."""
+    again and again (a fifth of a contended cell's time). The setting found on entry is
+    restored after, also after an error (one set inside is replaced by it). A sweep holds
+    it around each job (`do_job`)."""
     threshold = gc.get_threshold()
     if threshold[0] == 0 or threshold[0] >= YOUNG_COLLECTION_AFTER:   # disabled, or roomier
         yield
@@ -256,8 +261,8 @@ class Isolated:
         state = engine._runs[run_id]
         crashed = sum(1 for row in state.fault_rows if row[2] == "Crash")
         world_parts = parts(world)
-        metrics = run_metrics(state, crashed,
-                              duplicate_effects(world_parts).get(run_id, 0) if world else 0)
+        duplicates = duplicate_effects(world_parts, {run_id}).get(run_id, 0)
+        metrics = run_metrics(state, crashed, duplicates)
         add_starts(load, state)
         for name, instants in stamped_calls(world_parts).items():
             add_load(load, name, instants)
@@ -288,7 +293,7 @@ def run_contended(workflow, runs, policies, plan, world_factory, timeout, load: 
         crash_times = [row[0] for row in engine.store.fetch(
             "SELECT crashed_at FROM crashes")] if crashing else []
         world_parts = parts(world)
-        duplicates = duplicate_effects(world_parts)
+        duplicates = duplicate_effects(world_parts, {run_id for _, run_id, _ in runs})
         out = []
         for _, run_id, _ in runs:
             state = engine._runs[run_id]
