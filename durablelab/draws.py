@@ -22,9 +22,9 @@ class Draws:
 
     __slots__ = ("_key", "_count")
 
-    def __init__(self, key: str | bytes):
+    def __init__(self, key: str | bytes, drawn: int = 0):
         self._key = (key if type(key) is bytes else key.encode()) + b"#"
-        self._count = 0
+        self._count = drawn   # numbers already drawn for this key (see `first`)
 
     def random(self) -> float:
         """The next number in [0, 1): the top 53 bits of BLAKE2b("{key}#{n}") for the n-th."""
@@ -37,4 +37,10 @@ class Draws:
         return a + (b - a) * self.random()
 
 
-__all__ = ["Draws"]
+def first(key: bytes) -> float:
+    """``Draws(key).random()`` without making the object: most keys are drawn from once
+    (whether a fault rule fires on an attempt); ``Draws(key, drawn=1)`` goes on from it."""
+    return (_from_bytes(blake2b(key + b"#1", digest_size=8).digest(), "big") >> 11) * _ULP
+
+
+__all__ = ["Draws", "first"]

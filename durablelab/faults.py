@@ -310,7 +310,12 @@ RULE_TYPES = {cls.__name__: cls for cls in (RateLimit, ServerError, ConnectionRe
 def draw(seed: int, index: int, position: int, attempt: int) -> Draws:
     """The draws for one (run seed, rule index, position, attempt): the same every time.
     The first decides whether the rule fires; a `Latency` range takes the second."""
-    return Draws(b"fault:%d:%d:%d:%d" % (seed, index, position, attempt))
+    return Draws(draw_key(seed, index, position, attempt))
+
+
+def draw_key(seed: int, index: int, position: int, attempt: int) -> bytes:
+    """The key of `draw`'s numbers."""
+    return b"fault:%d:%d:%d:%d" % (seed, index, position, attempt)
 
 
 @dataclass

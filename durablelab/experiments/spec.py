@@ -89,7 +89,8 @@ class Spec:
 
     def runs_of(self, cell: int) -> list[tuple[int, int]]:
         """(input index, seed) of every run of a cell, in table order."""
-        return [(i, seed) for seed in self.seeds for i in range(len(self.inputs))]
+        indexes = range(len(self.inputs))
+        return [(i, seed) for seed in self.seeds for i in indexes]
 
     def describe(self) -> dict:
         """The sweep as JSON data: what a results file and an export keep of it."""
