@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import durablelab as dl
-from durablelab.draws import Draws
-from durablelab.faults import draw
+from durablelab.draws import Draws, first
+from durablelab.faults import draw, draw_key
 
 
 @given(st.text(), st.integers(1, 5))
@@ -20,6 +20,18 @@ def test_the_same_key_gives_the_same_numbers_in_range(key, count):
     assert xs[0] == Draws(key).random()
     assert all(0.0 <= x < 1.0 for x in xs)
     assert count == 1 or len(set(xs)) > 1
+
+
+@given(st.integers(0, 2**63 - 1), st.integers(0, 50), st.integers(1, 10**6),
+       st.integers(1, 100))
+def test_a_first_draw_without_the_object_is_the_objects_first(seed, index, position, attempt):
+    """The engine asks `first` whether a rule fires and goes on with `Draws(key, drawn=1)`
+    only when it does: the same numbers as `faults.draw` gives."""
+    key = draw_key(seed, index, position, attempt)
+    rng = draw(seed, index, position, attempt)
+    assert first(key) == rng.random()
+    assert Draws(key, drawn=1).uniform(2, 5) == rng.uniform(2, 5)
+    assert key == f"fault:{seed}:{index}:{position}:{attempt}".encode()
 
 
 def test_the_numbers_are_the_same_in_another_process():
