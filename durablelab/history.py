@@ -212,7 +212,9 @@ def flat(value: Any) -> bool:
 def kept(value: Any) -> tuple | None:
     """What `Event.loaded` holds for a value just encoded as the event's JSON, when `value`
     is flat (see `flat`): a copy of its JSON round trip (a tuple becomes a list), so the
-    caller, and every replay after, gets a copy instead of parsing the text; else None."""
+    caller, and every replay after, gets a copy instead of parsing the text; else None.
+    Not for a value whose text holds escaped surrogates: that round trip is another value
+    (a pair of them reads back as one character), so its text must be parsed."""
     kind = type(value)
     if kind is tuple:
         value, kind = list(value), list
