@@ -39,7 +39,7 @@ import duckdb
 import durablelab as dl
 from durablelab import history as h
 from durablelab.context import Context
-from durablelab.store import Store, event_row
+from durablelab.store import Store, encoded, event_row
 
 perf_counter = time.perf_counter
 
@@ -289,7 +289,7 @@ def bench_fresh(table: Table, tmp: Path, n: int, repeats: int) -> None:
             con.execute("CREATE TABLE narrow (run_id VARCHAR, position INTEGER, body VARCHAR)")
             event = h.Event(1, "activity", "step", "0" * 16, True, '{"i":0,"ok":true}', 0.0, 1,
                             0.0, "ok", call_site="bench_engine.py:1")
-            for name, row in (("narrow", event_row("w", event)),
+            for name, row in (("narrow", encoded(event_row("w", event))),
                               ("wide", ("w", *(getattr(event, c) for c, _ in WIDE[1:])))):
                 sql = f"INSERT INTO {name} VALUES ({', '.join('?' * len(row))})"
                 base = baseline_per_call(n)
