@@ -177,16 +177,6 @@ def stamped_calls(world_parts: list) -> dict[str, list[float]]:
     return found
 
 
-def request_starts(state) -> list[tuple[str, float]]:
-    """(activity, started_at) of every attempt of a run that reached the activity (crashes
-    before it do not)."""
-    starts = [(row[2], row[4]) for rows in state.attempts.values() for row in rows
-              if row[6] != "crashed"]
-    starts += [(e.name, e.started_at) for e in state.history
-               if e.kind == "activity" and e.started_at is not None]
-    return starts
-
-
 def add_load(load: dict, source: str, instants, offset: float = 0.0) -> None:
     """Count requests per whole virtual second: load[(source, second)] += 1."""
     for t in instants:
@@ -196,7 +186,8 @@ def add_load(load: dict, source: str, instants, offset: float = 0.0) -> None:
 
 
 def add_starts(load: dict, state) -> None:
-    """`add_load` of each attempt start of a run (see `request_starts`), under its activity."""
+    """`add_load` of each attempt start of a run, under its activity: every attempt that
+    reached the activity (a crash before it did not) and the one that ended it."""
     isfinite = math.isfinite
     get = load.get
     for rows in state.attempts.values():
@@ -223,9 +214,9 @@ def roomy_collector():
     objects instead of 700), as long as runs run. A run allocates thousands of objects that
     die within an attempt; collected every 700 allocations, many are caught alive and
     promoted, and the older generations, full of the other runs' histories, are scanned
-    again and again (a fifth of a contended cell's time). The setting found on entry is
-    restored after, also after an error (one set inside is replaced by it). A sweep holds
-    it around each job (`do_job`)."""
+    again and again (on a contended cell, where every run stays in memory, that shows). The
+    setting found on entry is restored after, also after an error (one set inside is
+    replaced by it). A sweep holds it around each job (`do_job`)."""
     threshold = gc.get_threshold()
     if threshold[0] == 0 or threshold[0] >= YOUNG_COLLECTION_AFTER:   # disabled, or roomier
         yield
