@@ -293,10 +293,7 @@ class AttemptRunner:
                 f"JSON-serialisable ({exc}); its effect already happened, but history can "
                 f"only hold JSON. Return plain data (a dict, list, str, number).",
                 cause_class="SerializationError"), None
-        # A string with surrogates was stored escaped, and its JSON round trip is another
-        # string (a pair of them reads back as one character): then only parsing the text
-        # hands back what every replay will.
-        return text, None, (h.kept(result) if "\\ud" not in text else None)
+        return text, None, h.kept(result, text)
 
     def finish(self, state, cursor: h.Cursor, o: dict) -> Any:
         """Record an attempt's end: the activity's event, or a failed attempt and its retry.

@@ -174,14 +174,14 @@ class RunState:
     def input(self) -> Any:
         """The run's input, decoded afresh for each wake-up (the code may change it): a
         copy of the decoded value when that is flat (`history.kept`), else parsed again."""
-        kept = self.input_kept
-        if kept is None:
+        held = self.input_kept
+        if held is None:
             value = json.loads(self.input_json)
-            self.input_kept = h.kept(value) or False
+            self.input_kept = h.kept(value, self.input_json) or False
             return value
-        if kept is False:
+        if held is False:
             return json.loads(self.input_json)
-        return kept[0].copy() if kept[1] else kept[0]
+        return h.copied(held)
 
     def row(self) -> RunRecord:
         """The run's `runs` row as its start records it."""

@@ -29,9 +29,10 @@ WAIT_SIGNAL, SIGNAL_RECEIVED, SIGNAL_TIMEOUT = "wait_signal", "signal_received",
 _COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 _CANONICAL = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False,
                               sort_keys=True)
-# The same with non-ASCII escaped (\uXXXX), for the rare value holding a lone surrogate
-# ("\ud800"): a Python str that UTF-8, and so DuckDB, cannot carry, but JSON can, escaped.
-# Only such values take this path, so every other text (and its digest) is unchanged.
+# The same with non-ASCII escaped (a backslash, "u" and four hex digits), for the rare
+# value holding a lone surrogate ("\ud800"): a Python str that UTF-8, and so DuckDB,
+# cannot carry, but JSON can, escaped. Only such values take this path, so every other
+# text (and its digest) is unchanged.
 _COMPACT_ASCII = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False)
 _CANONICAL_ASCII = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False,
                                     sort_keys=True)
@@ -175,15 +176,12 @@ class Event:
 
     def loads(self) -> Any:
         """`value` decoded: a fresh object on every call, as `json.loads` would give."""
-        kept = self.loaded
-        if kept is not None:
-            return kept[0].copy() if kept[1] else kept[0]
+        if self.loaded is not None:
+            return copied(self.loaded)
         if self.value is None:
             return None
         value = json.loads(self.value)
-        if flat(value):
-            container = type(value) is list or type(value) is dict
-            self.loaded = (value.copy() if container else value, container)
+        self.loaded = kept(value, self.value)
         return value
 
     def describe(self) -> dict:
@@ -209,19 +207,25 @@ def flat(value: Any) -> bool:
     return False
 
 
-def kept(value: Any) -> tuple | None:
-    """What `Event.loaded` holds for a value just encoded as the event's JSON, when `value`
-    is flat (see `flat`): a copy of its JSON round trip (a tuple becomes a list), so the
-    caller, and every replay after, gets a copy instead of parsing the text; else None.
-    Not for a value whose text holds escaped surrogates: that round trip is another value
-    (a pair of them reads back as one character), so its text must be parsed."""
+def kept(value: Any, text: str) -> tuple | None:
+    """What `Event.loaded` holds of `value`, the JSON `text` encodes or decodes to, when
+    `value` is flat (see `flat`): a copy of its JSON round trip (a tuple becomes a list), so
+    the caller and every replay after get a copy (`copied`) instead of parsing the text;
+    else None. Also None when the text holds escaped surrogates (see `_storable`): that
+    round trip can be another value (a pair of them reads back as one character), so only
+    parsing the text gives what every replay will."""
     kind = type(value)
     if kind is tuple:
         value, kind = list(value), list
-    if not flat(value):
+    if not flat(value) or "\\ud" in text:
         return None
     container = kind is list or kind is dict
     return (value.copy() if container else value, container)
+
+
+def copied(held: tuple) -> Any:
+    """A fresh copy of what `kept` returned: what `json.loads` of the text would give."""
+    return held[0].copy() if held[1] else held[0]
 
 
 def matched_args(args: tuple, kwargs: dict) -> list | None:
