@@ -321,6 +321,7 @@ class Store:
         # In memory: the writes committed and not yet in DuckDB, each (rows by table, ends).
         self._queue: list[tuple[dict, list]] | None = [] if self.path is None else None
         self._written = False   # in memory: whether the queue ever reached DuckDB
+        self._discarding = False   # in memory: queued writes are dropped (`discard_queue`)
         if self.path is None:
             # An in-memory store holds one lab's or one sweep worker's few thousand rows: a
             # statement's work is too small to share out, and handing it to DuckDB's worker
@@ -391,6 +392,8 @@ class Store:
     def insert(self, table: str, row: tuple) -> None:
         """One row, committed at once (DuckDB autocommits a lone statement)."""
         if self._queue is not None:
+            if self._discarding:
+                return
             self._queue.append(({table: [row]}, ()))
             if len(self._queue) >= QUEUE_LIMIT:
                 self.flush()
@@ -404,6 +407,8 @@ class Store:
         """Write rows to several tables and end runs, atomically, in as few statements as
         the rows allow. `ends` holds `RunEnd`s (or tuples in its fields' order)."""
         if self._queue is not None:
+            if self._discarding:
+                return None
             self._queue.append((rows, list(ends)))
             if len(self._queue) >= QUEUE_LIMIT:
                 self.flush()
@@ -475,9 +480,23 @@ class Store:
             raise bad_value("Store.forget()", None, f"it empties an in-memory store only, "
                             f"and {self.path} is a file: nothing durable is ever forgotten")
         self._queue.clear()
+        self._discarding = False
         if self._written:
             self.con.execute("; ".join(f"DELETE FROM {table}" for table in self._columns))
             self._written = False
+
+    def discard_queue(self) -> None:
+        """From now on, drop the writes an in-memory store would queue, unwritten: for an
+        engine whose rows nobody reads, such as a contended sweep cell that cannot crash
+        (its metrics come from the engine's memory, and its rows would only be written to
+        DuckDB every QUEUE_LIMIT writes, then thrown away). What is written at once
+        (heartbeats, the usage of broken answers) still is. `forget` ends it."""
+        if self._queue is None:
+            raise bad_value("Store.discard_queue()", None, f"it drops an in-memory store's "
+                            f"queue only, and {self.path} is a file: nothing durable is "
+                            f"ever dropped")
+        self._queue.clear()
+        self._discarding = True
 
     def _write_all(self, writes: list[tuple[dict, list]]) -> None:
         tables: dict[str, list[tuple]] = {}

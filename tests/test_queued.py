@@ -104,3 +104,35 @@ def test_forget_refuses_a_file_store(tmp_path):
             engine.store.forget()
     finally:
         engine.close()
+
+
+def test_a_discarding_store_keeps_nothing_queued_until_forget():
+    """A contended sweep cell that cannot crash drops its rows unwritten
+    (`Store.discard_queue`): nothing reaches the queue or DuckDB, a run still ends with the
+    result and history it would have, and `forget` makes the store keep rows again."""
+    kept, dropped = dl.Engine(), dl.Engine()
+    try:
+        dropped.store.discard_queue()
+        for engine in (kept, dropped):
+            engine.start(workflow, 3, run_id="r", faults=dl.FaultPlan(
+                [ServerError("step_1", attempts=[1])]))
+            engine.run_until_idle()
+        assert dropped.store._queue == [] and kept.store._queue
+        assert dropped.store.fetch("SELECT count(*) FROM event_log") == [(0,)]
+        assert dropped._runs["r"].history == kept._runs["r"].history
+        assert dropped._runs["r"].result_json == kept._runs["r"].result_json
+        dropped.store.forget()
+        dropped.store.insert("crashes", (1.0, "r", 1, "after_effect", "test"))
+        assert dropped.store.fetch("SELECT count(*) FROM crashes") == [(1,)]
+    finally:
+        kept.close()
+        dropped.close()
+
+
+def test_discard_queue_refuses_a_file_store(tmp_path):
+    engine = dl.Engine(tmp_path / "lab.duckdb")
+    try:
+        with pytest.raises(dl.DurableLabError, match="in-memory store's queue only.*is a file"):
+            engine.store.discard_queue()
+    finally:
+        engine.close()

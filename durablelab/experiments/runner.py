@@ -274,13 +274,15 @@ def run_contended(workflow, runs, policies, plan, world_factory, timeout, load: 
     try:
         world = world_factory(engine.clock) if world_factory is not None else None
         engine.world = world
+        # Only a Crash rule kills a sweep's worker, and only recovery reads the store back:
+        # without one, nothing reads the cell's rows, so they are not kept at all.
+        crashing = plan is not None and any(isinstance(r, Crash) for r in plan.rules)
+        if not crashing:
+            engine.store.discard_queue()
         for input_value, run_id, seed in runs:
             engine.start(workflow, input_value, run_id=run_id, faults=plan, seed=seed,
                          timeout=timeout, policies=policies)
         engine.run_until_idle()
-        # Only a Crash rule kills a sweep's worker; without one, reading the crashes table
-        # would only make the in-memory store write every queued row to DuckDB first.
-        crashing = plan is not None and any(isinstance(r, Crash) for r in plan.rules)
         crash_times = [row[0] for row in engine.store.fetch(
             "SELECT crashed_at FROM crashes")] if crashing else []
         world_parts = parts(world)
