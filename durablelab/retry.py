@@ -293,15 +293,16 @@ def classify(exc: BaseException) -> ActivityError:
     if isinstance(exc, ActivityError):
         return exc
     cause = type(exc).__name__
-    message = f"{cause}: {exc}" if str(exc) else cause
+    text = str(exc)
+    message = f"{cause}: {text}" if text else cause
     status = _status_code(exc)
-    names = _names(exc)
     if status == 429:
         return RateLimited(message, retry_after=_retry_after(exc), cause_class=cause)
     if status is not None and status >= 500:
         return Transient(message, cause_class=cause)
     if status is not None and 400 <= status < 500:
         return NonRetryable(message, cause_class=cause)
+    names = _names(exc)   # not before: a status decides most HTTP errors (a 429 storm)
     if isinstance(exc, (TimeoutError, socket.timeout, ConnectionError)) or any(
             "Timeout" in n or "ConnectionError" in n for n in names):
         return Transient(message, cause_class=cause)
