@@ -47,7 +47,7 @@ from .presets import presets
 from .versioning import ReplayReport, replay_check
 from .temporal import TemporalHistoryError, TemporalRunEnded, decode_payloads, load_temporal
 from .heartbeat import heartbeat, last_heartbeat
-from .errors import HeartbeatError
+from .errors import HeartbeatError, HeartbeatIgnoredWarning
 
 from .version import __version__  # noqa: E402 (kept in one place; see version.py)
 
@@ -69,6 +69,6 @@ __all__ = [
     "ReadOnlyEngineError",
     "agents", "AgentConfigError",
     "sweep", "Experiment", "presets", "SweepError", "ConfigError", "exercises",
-    "heartbeat", "last_heartbeat", "HeartbeatError",
+    "heartbeat", "last_heartbeat", "HeartbeatError", "HeartbeatIgnoredWarning",
     "versioning", "replay_check", "ReplayReport", "ReplayCheckError", "CompensationFailed",
 ]

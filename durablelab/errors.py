@@ -265,6 +265,11 @@ class WorkflowRedefinedWarning(DurableLabWarning):
     """A registered workflow was given a new definition while runs of it are in flight."""
 
 
+class HeartbeatIgnoredWarning(DurableLabWarning):
+    """An activity called `dl.heartbeat()` on an engine without heartbeats (DBOS
+    Transact): its details were not kept."""
+
+
 def _full_stop(text: str) -> str:
     return text if text.endswith(".") else text + "."
 

@@ -24,10 +24,11 @@ function has no attempt to report on.
 from __future__ import annotations
 
 import json
+import warnings
 from contextvars import ContextVar
 from typing import Any
 
-from .errors import HeartbeatError, SerializationError
+from .errors import HeartbeatError, HeartbeatIgnoredWarning, SerializationError
 
 # The activity attempt running in this thread (or task), if any.
 _CURRENT: ContextVar["attempt | None"] = ContextVar("durablelab_heartbeat", default=None)
@@ -54,6 +55,10 @@ class Attempt:
         self.store.save_heartbeat(self.run_id, self.position, text)
         self.beats += 1
 
+    def last(self) -> Any:
+        found = self.store.last_heartbeat(self.run_id, self.position)
+        return None if found is None else json.loads(found)["details"]
+
 
 class attempt:   # noqa: N801 (used as a function: ``with heartbeat.attempt(...):``)
     """Make `dl.heartbeat` and `dl.last_heartbeat` work for the activity called inside.
@@ -79,7 +84,48 @@ class attempt:   # noqa: N801 (used as a function: ``with heartbeat.attempt(...)
         return self._attempt
 
 
-def _current(call: str) -> Attempt:
+class unrecorded:   # noqa: N801 (used as a function, like `attempt`)
+    """For the activity called inside, on an engine that has no heartbeats (DBOS
+    Transact): `dl.heartbeat` checks its details and keeps nothing, `dl.last_heartbeat` is
+    None (a retried attempt starts over), and the first heartbeat of each activity says so
+    in a `HeartbeatIgnoredWarning`. So activity code written for `dl.Engine` runs there
+    unchanged, as the engine that runs it can."""
+
+    __slots__ = ("_name", "_engine", "_warned", "_token")
+
+    def __init__(self, name: str, engine: str, warned: set):
+        self._name, self._engine, self._warned = name, engine, warned
+
+    def __enter__(self) -> None:
+        self._token = _CURRENT.set(self)
+
+    def __exit__(self, *exc) -> None:
+        _CURRENT.reset(self._token)
+
+    def current(self) -> "unrecorded":
+        return self
+
+    def record(self, details: Any) -> None:
+        try:
+            json.dumps(details, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise SerializationError(
+                f"dl.heartbeat(details) in activity {self._name!r}: the details are not JSON "
+                f"({exc}); pass plain data such as a count, an offset or a dict of them.",
+                what="heartbeat details", where=self._name) from None
+        if self._name not in self._warned:
+            self._warned.add(self._name)
+            warnings.warn(HeartbeatIgnoredWarning(
+                f"activity {self._name!r} called dl.heartbeat() on {self._engine}, which has "
+                f"no activity heartbeats: the details are not kept, so a retried attempt's "
+                f"dl.last_heartbeat() is None and it starts over. On dl.Engine the same code "
+                f"resumes where the last attempt got to."), stacklevel=3)
+
+    def last(self) -> None:
+        return None
+
+
+def _current(call: str) -> "Attempt | unrecorded":
     found = _CURRENT.get()
     if found is None:
         raise HeartbeatError(
@@ -105,9 +151,7 @@ def last_heartbeat() -> Any:
     """The details of the last heartbeat this activity sent, in this attempt or an earlier
     one (before a retry or a crash), or None if it never sent one. Call it inside an
     activity, typically first thing, to resume where the previous attempt got to."""
-    current = _current("dl.last_heartbeat()")
-    found = current.store.last_heartbeat(current.run_id, current.position)
-    return None if found is None else json.loads(found)["details"]
+    return _current("dl.last_heartbeat()").last()
 
 
 __all__ = ["heartbeat", "last_heartbeat"]

@@ -324,3 +324,31 @@ def test_from_dbos_names_a_missing_workflow_and_a_database_that_is_not_dbos(sqli
     sqlite3.connect(other).execute("CREATE TABLE t (x)")
     with pytest.raises(DBOSReadError, match="cannot read DBOS's tables"):
         dl.from_dbos(f"sqlite:///{other}", "plain-1")
+
+
+def summarise(items: list, idempotency_key=None) -> dict:
+    """Heartbeat code written for dl.Engine: resume where the last attempt got to."""
+    done = dl.last_heartbeat() or 0
+    count("summarise")
+    for i in range(done, len(items)):
+        dl.heartbeat(i + 1)
+        if CALLS["summarise"] == 1 and i == 1:
+            raise TimeoutError("lost halfway")
+    return {"started_at": done, "items": len(items)}
+
+
+def heartbeating(ctx, order):
+    return ctx.activity("summarise", summarise, order["items"], policy=QUICK, heartbeat=5)
+
+
+def test_heartbeat_code_runs_unchanged_and_says_dbos_keeps_nothing(sqlite_url, runner_on):
+    """DBOS has no heartbeats: an activity's dl.heartbeat() is not an error there (it was
+    "called outside an activity", and retried as if transient), nothing is kept, so the
+    retried attempt starts over, and a warning says so once."""
+    runner = runner_on(sqlite_url, workflows=[heartbeating])
+    with pytest.warns(dl.HeartbeatIgnoredWarning, match="'summarise'.*no activity heartbeats"):
+        run_id = runner.start(heartbeating, {"items": [1, 2, 3]}, run_id="hb-1")
+        assert runner.result(run_id, timeout=30) == {"started_at": 0, "items": 3}
+    assert runner.run(run_id).attempts["outcome"].tolist() == ["timeout", "ok"]
+    with pytest.raises(dl.HeartbeatError, match="outside an activity"):
+        dl.heartbeat(1)

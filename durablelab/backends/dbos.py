@@ -20,6 +20,10 @@ What DBOS does by itself, and what this runner adds so the lessons still hold:
 - Only DBOS's portable JSON serializer is used (its default pickles), and the
   `application_version` is set explicitly: DBOS's default is a hash of the code, so a
   process with other code would silently recover nothing.
+- DBOS has no activity heartbeats: `heartbeat=` is accepted and has no effect, and
+  ``dl.heartbeat(details)`` inside an activity keeps nothing (``dl.last_heartbeat()`` is
+  None, so a retried attempt starts over), said once per activity in a
+  `HeartbeatIgnoredWarning`: activity code written for `dl.Engine` runs unchanged.
 - The idempotency key is ``"{run_id}:{position}"``, positions counted as the durablelab
   engine counts them, so a service sees the same keys on both engines.
 
@@ -41,6 +45,7 @@ import uuid as _uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
+from ..heartbeat import unrecorded
 from .. import history as h
 from ..activities import accepts
 from ..context import DEFAULT_POLICY, Saga
@@ -98,6 +103,7 @@ class UnknownWorkflowError(DurableLabError, LookupError):
 
 # --- the DBOS side: one workflow, two kinds of step ----------------------------------------
 
+
 @DBOS.step(name=ATTEMPT_STEP)
 def _attempt_step(ctx: "DBOSContext", call: dict) -> dict:
     """One attempt of an activity; the outcome, not an exception, is what DBOS records."""
@@ -112,7 +118,9 @@ def _attempt_step(ctx: "DBOSContext", call: dict) -> dict:
                "position": call["position"], "attempt": call["attempt"],
                "delay_before": call["delay_before"], "started_at": time.time()}
     try:
-        value = call["fn"](*call["args"], **kwargs)
+        with unrecorded(call["name"], "DBOS Transact (DBOSRunner)",
+                        ctx._runner._heartbeat_warned):
+            value = call["fn"](*call["args"], **kwargs)
         outcome.update(ok=True, value=json.loads(h.to_json(
             value, f"the result of activity {call['name']!r}", f"position {call['position']}")))
     except Exception as exc:  # every failure is data: the workflow decides about retries
@@ -319,6 +327,8 @@ class DBOSRunner:
                 f"instance per process. Call close() on it first.", url=_open.url)
         self.url = url
         self._workflows: dict[str, Callable] = {}
+        #: activities whose dl.heartbeat() was said to keep nothing here (once each)
+        self._heartbeat_warned: set[str] = set()
         for fn in workflows:
             self.register(fn)
         DBOS(config={"name": app_name, "system_database_url": url,
