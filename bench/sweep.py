@@ -28,13 +28,18 @@ same run, before and after the sweeps (the lower of the two: see `main`). Timed:
 in both worlds, and `processes=2` at least 1.7x the serial throughput for independent runs
 (a machine with one free core cannot show that: the load average is printed beside it).
 `--profile` (on by default when a target is missed, off with --quick) runs cProfile over a
-sample of the slowest world and prints where the time goes, per run.
+sample of the slowest world and prints where the time goes, per run (the guard is off under
+a profiler: both need the interpreter's profile hook). `--guard-share` runs each serial
+sweep again without the determinism guard, which `dl.sweep` always keeps on, to show its
+share of a run.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
+import functools
 import gc
 import os
 import pstats
@@ -197,6 +202,20 @@ def sweep(world: str, runs: int, processes: int | None = None,
             "p99": float(experiment.cells["p99"].iloc[0])}
 
 
+@contextlib.contextmanager
+def guard_off():
+    """While inside, a sweep's engines run without the determinism guard
+    (`Engine(guard=False)`), which `dl.sweep` never asks for: only to measure what the
+    guard costs a sweep, beside the same sweep with it."""
+    from durablelab.experiments import runner
+    engine = runner.Engine
+    runner.Engine = functools.partial(engine, guard=False)
+    try:
+        yield
+    finally:
+        runner.Engine = engine
+
+
 # --- profiling -------------------------------------------------------------------------------
 def area(filename: str, name: str) -> str:
     if "durablelab/experiments" in filename:
@@ -255,6 +274,9 @@ def main(argv=None) -> int:
     parser.add_argument("--profile", action=argparse.BooleanOptionalAction, default=None,
                         help="cProfile a sample of the slowest world (default: on when a "
                              "target is missed, off with --quick)")
+    parser.add_argument("--guard-share", action="store_true",
+                        help="also run each serial sweep without the determinism guard, to "
+                             "show what share of a run the guard costs")
     parser.add_argument("--profile-runs", type=int, default=1000,
                         help="runs in the profiled sample (default 1,000)")
     args = parser.parse_args(argv)
@@ -310,6 +332,12 @@ def main(argv=None) -> int:
         show(row(serial[world], base))
         if world == "independent":
             show(row(parallel, base))
+        if args.guard_share:
+            with guard_off():
+                unguarded = sweep(world, runs)
+            show(row(unguarded, base)[:1] + ("no guard",) + row(unguarded, base)[2:])
+            spread.append(f"guard     {world}: {1 - unguarded['total'] / serial[world]['total']:.0%}"
+                          f" of a serial run's time is the determinism guard's")
     print()
     for line in spread:
         print(line)
