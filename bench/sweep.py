@@ -23,8 +23,9 @@ with a retry policy of up to 8 attempts, in two worlds that workflow code reache
 
 The floor is a plain-Python loop making the same successful calls (10 per run) of the same
 functions, with no engine; every figure is also printed as a ratio to it, measured in the
-same run, before and after the sweeps (the lower of the two: see `main`). Timed: the whole `dl.sweep` call, including its results landing in DuckDB and the
-`Experiment` built from them. Targets (issue 11): at most 100x the floor per run on one core
+same run, before and after the sweeps (the lower of the two: see `main`). Timed: the whole
+`dl.sweep` call, including its results landing in DuckDB and the `Experiment` built from
+them. Targets (issue 11): at most 100x the floor per run on one core
 in both worlds, and `processes=2` at least 1.7x the serial throughput for independent runs
 (a machine with one free core cannot show that: the load average is printed beside it).
 `--profile` (on by default when a target is missed, off with --quick) runs cProfile over a
@@ -336,8 +337,9 @@ def main(argv=None) -> int:
             with guard_off():
                 unguarded = sweep(world, runs)
             show(row(unguarded, base)[:1] + ("no guard",) + row(unguarded, base)[2:])
-            spread.append(f"guard     {world}: {1 - unguarded['total'] / serial[world]['total']:.0%}"
-                          f" of a serial run's time is the determinism guard's")
+            share = 1 - unguarded["total"] / serial[world]["total"]
+            spread.append(f"guard     {world}: {share:.0%} of a serial run's time is the "
+                          f"determinism guard's")
     print()
     for line in spread:
         print(line)

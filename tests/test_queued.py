@@ -97,11 +97,14 @@ def test_forget_empties_the_store_for_the_next_run():
         engine.close()
 
 
-def test_forget_refuses_a_file_store(tmp_path):
+@pytest.mark.parametrize("method, words", [
+    ("forget", "in-memory store only.*is a file"),
+    ("discard_queue", "in-memory store's queue only.*is a file")])
+def test_forget_and_discard_queue_refuse_a_file_store(tmp_path, method, words):
     engine = dl.Engine(tmp_path / "lab.duckdb")
     try:
-        with pytest.raises(dl.DurableLabError, match="in-memory store only.*is a file"):
-            engine.store.forget()
+        with pytest.raises(dl.DurableLabError, match=words):
+            getattr(engine.store, method)()
     finally:
         engine.close()
 
@@ -127,12 +130,3 @@ def test_a_discarding_store_keeps_nothing_queued_until_forget():
     finally:
         kept.close()
         dropped.close()
-
-
-def test_discard_queue_refuses_a_file_store(tmp_path):
-    engine = dl.Engine(tmp_path / "lab.duckdb")
-    try:
-        with pytest.raises(dl.DurableLabError, match="in-memory store's queue only.*is a file"):
-            engine.store.discard_queue()
-    finally:
-        engine.close()

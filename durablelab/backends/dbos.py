@@ -45,7 +45,6 @@ import uuid as _uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
-from ..heartbeat import unrecorded
 from .. import history as h
 from ..activities import accepts
 from ..context import DEFAULT_POLICY, Saga
@@ -54,6 +53,7 @@ from ..engine import _REGISTRY, workflow_name
 from ..errors import (ActivityFailed, DuplicateRunError, DurableLabError, ModelOutputError,
                       NonRetryable, RunFinishedError, RunNotFoundError, activity_failed,
                       error_from_json, non_determinism, workflow_error)
+from ..heartbeat import unrecorded
 from ..retry import RetryPolicy, classify, next_delay
 
 try:
@@ -102,7 +102,6 @@ class UnknownWorkflowError(DurableLabError, LookupError):
 
 
 # --- the DBOS side: one workflow, two kinds of step ----------------------------------------
-
 
 @DBOS.step(name=ATTEMPT_STEP)
 def _attempt_step(ctx: "DBOSContext", call: dict) -> dict:
