@@ -27,7 +27,7 @@ def test_public_names_are_pinned():
         "ReadOnlyEngineError",
         "agents", "AgentConfigError",
         "sweep", "Experiment", "presets", "SweepError", "ConfigError", "exercises",
-        "heartbeat", "last_heartbeat", "HeartbeatError",
+        "heartbeat", "last_heartbeat", "HeartbeatError", "HeartbeatIgnoredWarning",
         "versioning", "replay_check", "ReplayReport", "ReplayCheckError", "CompensationFailed"])
 
 
