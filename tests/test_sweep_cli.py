@@ -49,11 +49,8 @@ def test_sweep_writes_results_and_an_export_that_loads_back(tmp_path, capsys):
 @pytest.mark.parametrize("change, key, words", [
     ({"retries": 3}, "retries", "unknown key. Allowed: workflow, world, inputs"),
     ({"seeds": "many"}, "seeds", "a number n"),
-    ({"workflow": "nowhere.at_all:flow"}, "workflow", "cannot be imported: module 'nowhere"),
-    ({"workflow": "durablelab.examples.storm"}, "workflow", "not an import path 'module:qual"),
-    ({"workflow": "durablelab.examples.storm:MODEL"}, "workflow", "not a workflow function"),
-    ({"world": "durablelab.examples.storm:MODEL"}, "world", "not a world factory"),
-    ({"workflow": ["durablelab.examples.storm:triage"]}, "workflow", "not 'module:function'"),
+    ({"workflow": "nowhere.at_all:flow"}, "workflow", "cannot import 'nowhere.at_all'"),
+    ({"workflow": "durablelab.examples.storm"}, "workflow", "not 'module:function'"),
     ({"inputs": []}, "inputs", "a non-empty list"),
     ({"policies": {"x": "temporal"}}, "policies.x", "unknown preset 'temporal'"),
     ({"policies": {"x": {"tries": 3}}}, "policies.x", "unknown key 'tries'"),

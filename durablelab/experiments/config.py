@@ -29,6 +29,7 @@ Anything else is a `ConfigError` naming the file, the key and what is allowed th
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 from pathlib import Path
@@ -36,7 +37,6 @@ from pathlib import Path
 from ..errors import ConfigError, PolicyError
 from ..faults import FaultPlan
 from ..retry import RetryPolicy
-from .spec import locate
 
 KEYS = {"workflow": "'module:function' of the workflow (required)",
         "world": "'module:function' of a factory world(clock)",
@@ -188,23 +188,26 @@ def _plan(path, key, value):
 
 
 def _import(path, key, target):
-    """The workflow or world factory a config names, found as a sweep's workers find it
-    (`spec.locate`: imported, never called), with the config's folder on the import path
-    meanwhile (a config may name a module that sits beside it)."""
-    if not isinstance(target, str):
+    if not isinstance(target, str) or target.count(":") != 1:
         raise _fail(path, key, KEYS[key], f"got {target!r}, not 'module:function'")
+    module_name, _, name = target.partition(":")
     folder = str(Path(path).resolve().parent)
     added = folder not in sys.path
-    if added:
+    if added:   # a config may name a module that sits beside it
         sys.path.insert(0, folder)
     try:
-        found, problem = locate(target, key)
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise _fail(path, key, KEYS[key], f"cannot import {module_name!r} ({exc})") from None
     finally:
         if added:
             sys.path.remove(folder)
-    if problem is not None:
-        raise _fail(path, key, KEYS[key], f"{target!r} {problem}")
-    return found
+    fn = module
+    for part in name.split("."):
+        fn = getattr(fn, part, None)
+    if not callable(fn):
+        raise _fail(path, key, KEYS[key], f"{module_name!r} has no function {name!r}")
+    return fn
 
 
 def run(config, out) -> tuple:

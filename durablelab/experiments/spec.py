@@ -181,7 +181,7 @@ def _dotted(text: str) -> bool:
     return all(part.isidentifier() for part in text.split("."))
 
 
-def locate(path: str, what: str):
+def _locate(path: str, what: str):
     """(the workflow or world factory at `path` 'module:qualname', None) or (None, what is
     wrong). Imports the module and reads attributes; calls nothing."""
     module, colon, qualname = path.partition(":")
@@ -211,7 +211,7 @@ def locate(path: str, what: str):
 
 
 def _find(path: str, what: str):
-    found, problem = locate(path, what)
+    found, problem = _locate(path, what)
     if problem:
         raise _bad_data(f"the {what} {path!r} {problem}",
                         f"the worker imports the {what} by that path, so define it at the top "
@@ -230,7 +230,7 @@ def _path_of(obj, what: str, caller: str) -> str:
             f"level of a module, e.g. def busy_shop(clock): return Shop(clock, rate=5).",
             argument=what)
     path = f"{obj.__module__}:{obj.__qualname__}"
-    found, problem = locate(path, what)
+    found, problem = _locate(path, what)
     if found is not obj:
         problem = problem or "finds another object (the name was defined again since)"
         raise SweepError(
