@@ -107,7 +107,7 @@ class unrecorded:   # noqa: N801 (used as a function, like `attempt`)
 
     def record(self, details: Any) -> None:
         try:
-            json.dumps(details, allow_nan=False)
+            json.dumps(details, sort_keys=True, allow_nan=False)   # as `Attempt.record`
         except (TypeError, ValueError) as exc:
             raise SerializationError(
                 f"dl.heartbeat(details) in activity {self._name!r}: the details are not JSON "

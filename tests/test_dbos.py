@@ -352,3 +352,27 @@ def test_heartbeat_code_runs_unchanged_and_says_dbos_keeps_nothing(sqlite_url, r
     assert runner.run(run_id).attempts["outcome"].tolist() == ["timeout", "ok"]
     with pytest.raises(dl.HeartbeatError, match="outside an activity"):
         dl.heartbeat(1)
+
+
+def bad_beat(x: int) -> int:
+    count("bad_beat")
+    dl.heartbeat({"when": object()})
+    return x
+
+
+def beats_badly(ctx, order):
+    return ctx.activity("bad_beat", bad_beat, 1, policy=QUICK)
+
+
+def test_heartbeat_details_that_are_not_json_fail_for_good_as_on_the_engine(sqlite_url,
+                                                                           runner_on):
+    """The details are checked as dl.Engine checks them, and the SerializationError is an
+    error the workflow classifies (NonRetryable: one attempt), not one it retries until the
+    run crashes on it."""
+    runner = runner_on(sqlite_url, workflows=[beats_badly])
+    run_id = runner.start(beats_badly, {}, run_id="hb-2")
+    with pytest.raises(dl.ActivityFailed, match="SerializationError.*not JSON"):
+        runner.result(run_id, timeout=30)
+    assert CALLS["bad_beat"] == 1
+    run = runner.run(run_id)
+    assert run.status == "failed" and run.attempts["outcome"].tolist() == ["non_retryable"]

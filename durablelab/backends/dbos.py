@@ -50,7 +50,7 @@ from ..activities import accepts
 from ..context import DEFAULT_POLICY, Saga
 from ..draws import Draws
 from ..engine import _REGISTRY, workflow_name
-from ..errors import (ActivityFailed, DuplicateRunError, DurableLabError, ModelOutputError,
+from ..errors import (DuplicateRunError, DurableLabError, ModelOutputError,
                       NonRetryable, RunFinishedError, RunNotFoundError, activity_failed,
                       error_from_json, non_determinism, workflow_error)
 from ..heartbeat import unrecorded
@@ -123,8 +123,7 @@ def _attempt_step(ctx: "DBOSContext", call: dict) -> dict:
         outcome.update(ok=True, value=json.loads(h.to_json(
             value, f"the result of activity {call['name']!r}", f"position {call['position']}")))
     except Exception as exc:  # every failure is data: the workflow decides about retries
-        error = exc if isinstance(exc, DurableLabError) and not isinstance(exc, ActivityFailed) \
-            else classify(exc)
+        error = classify(exc)   # as dl.Engine does: a retry class as it is, anything else mapped
         outcome.update(ok=False, error=error.to_json())
     outcome["ended_at"] = time.time()
     return outcome
