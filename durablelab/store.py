@@ -571,8 +571,17 @@ class Store:
 
     # --- reading -----------------------------------------------------------------------
     def fetch(self, sql: str, params=()) -> list[tuple]:
+        self._check_kept("Store.fetch()")
         self.flush()
         return self.con.execute(sql, list(params)).fetchall()
+
+    def _check_kept(self, call: str) -> None:
+        """A store that drops its rows (`discard_queue`) has none to read: say so, rather
+        than answer as if there were no runs."""
+        if self._discarding:
+            raise bad_value(call, None, "this in-memory store drops the rows it is given "
+                            "(Store.discard_queue()), so it has none to read; call forget() "
+                            "first, or keep the rows of a store something reads")
 
     def _queue_holds_all(self) -> bool:
         """Whether an in-memory store's queue holds every row (nothing reached DuckDB since
@@ -582,6 +591,7 @@ class Store:
 
     def run_rows(self) -> list[RunRecord]:
         """Every run's row, ordered by (started_at, run_id)."""
+        self._check_kept("Store.run_rows()")
         if self._queue_holds_all():
             return as_records(RunRecord, queued.runs(self._queue))
         return as_records(RunRecord, self.fetch(
@@ -589,6 +599,7 @@ class Store:
 
     def crash_rows(self) -> list[CrashRecord]:
         """Every crash row, ordered by crashed_at."""
+        self._check_kept("Store.crash_rows()")
         if self._queue_holds_all():
             return as_records(CrashRecord, queued.crashes(self._queue))
         return as_records(CrashRecord, self.fetch(
@@ -596,6 +607,7 @@ class Store:
 
     def load_unfinished(self) -> dict[str, list]:
         """`load` of the runs whose status is running or diverged: what a fresh worker reads."""
+        self._check_kept("Store.load_unfinished()")
         if self._queue_holds_all():
             ids = {row.run_id for row in as_records(RunRecord, queued.runs(self._queue))
                    if row.status in UNFINISHED}

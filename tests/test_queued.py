@@ -112,7 +112,8 @@ def test_forget_and_discard_queue_refuse_a_file_store(tmp_path, method, words):
 def test_a_discarding_store_keeps_nothing_queued_until_forget():
     """A contended sweep cell that cannot crash drops its rows unwritten
     (`Store.discard_queue`): nothing reaches the queue or DuckDB, a run still ends with the
-    result and history it would have, and `forget` makes the store keep rows again."""
+    result and history it would have, a read (a recovery too) is refused instead of
+    answering "no runs", and `forget` makes the store keep rows again."""
     kept, dropped = dl.Engine(), dl.Engine()
     try:
         dropped.store.discard_queue()
@@ -121,9 +122,12 @@ def test_a_discarding_store_keeps_nothing_queued_until_forget():
                 [ServerError("step_1", attempts=[1])]))
             engine.run_until_idle()
         assert dropped.store._queue == [] and kept.store._queue
-        assert dropped.store.fetch("SELECT count(*) FROM event_log") == [(0,)]
         assert dropped._runs["r"].history == kept._runs["r"].history
         assert dropped._runs["r"].result_json == kept._runs["r"].result_json
+        for read in (lambda: dropped.store.fetch("SELECT count(*) FROM event_log"),
+                     dropped.store.run_rows, dropped.store.load_unfinished, dropped.crash):
+            with pytest.raises(dl.DurableLabError, match="drops the rows.*none to read"):
+                read()   # a recovery too: loudly, not as if there had been no runs
         dropped.store.forget()
         dropped.store.insert("crashes", (1.0, "r", 1, "after_effect", "test"))
         assert dropped.store.fetch("SELECT count(*) FROM crashes") == [(1,)]

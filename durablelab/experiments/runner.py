@@ -33,7 +33,6 @@ from typing import Any
 from ..clock import VirtualClock
 from ..compare import RETRY_OUTCOMES, _usage   # the same reading of a model call's usage
 from ..engine import Engine
-from ..faults import Crash
 
 #: Columns of a run's metrics row, after (input, policy, fault_plan, seed, run_id).
 METRICS = ["status", "error", "virtual_duration", "attempts", "activities", "retries",
@@ -276,7 +275,7 @@ def run_contended(workflow, runs, policies, plan, world_factory, timeout, load: 
         engine.world = world
         # Only a Crash rule kills a sweep's worker, and only recovery reads the store back:
         # without one, nothing reads the cell's rows, so they are not kept at all.
-        crashing = plan is not None and any(isinstance(r, Crash) for r in plan.rules)
+        crashing = plan is not None and plan.crashes()
         if not crashing:
             engine.store.discard_queue()
         for input_value, run_id, seed in runs:
