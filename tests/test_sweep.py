@@ -66,6 +66,21 @@ def test_isolated_runs_measure_what_a_fresh_engine_per_run_measures():
                                   check_index_type=False)
 
 
+def test_contended_runs_that_ended_before_a_crash_are_made_again_too():
+    """With contention a crash reloads the cell's store, so runs that had ended are kept
+    as rows only; made again, each is read back (it raised TypeError) and matches its row."""
+    inputs = [{"item": f"i{k}", "customer": f"c{k}"} for k in range(6)]
+    late = dl.FaultPlan([dl.faults.Crash("notify", point="after_effect", p=0.5)])
+    experiment = dl.sweep(sw.order_flow, inputs, fault_plans={"late": late}, seeds=range(2),
+                          world=sw.Shop, contention=True)
+    frame = experiment.frame
+    assert frame["crashes"].sum() > 0 and (frame["status"] == "completed").all()
+    runs = experiment.runs()
+    made = [runs[run_id] for run_id in frame["run_id"]]
+    assert [run.status for run in made] == list(frame["status"])
+    assert [len(run.history) for run in made] == list(frame["history_events"])
+
+
 def test_model_usage_is_counted_as_compare_counts_it():
     experiment = dl.sweep(sw.plain_flow, [{"n": 1}, {"n": 3}], seeds=range(2))
     assert list(experiment.frame["tokens"]) == [11, 33, 11, 33]

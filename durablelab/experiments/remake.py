@@ -72,7 +72,10 @@ class LazyRuns(Sequence):
         if key not in self._engines:
             self._engines[key] = self._run(spec, frame, row, policy, plan)
         engine, world = self._engines[key]
-        self._check(row, engine._runs[run_id], world)
+        state = engine._runs[run_id]
+        if state.history is None:   # it ended before a crash reloaded the store
+            engine._load_ended(state)
+        self._check(row, state, world)
         self._made[run_id] = engine.run(run_id)
         if not spec["contention"]:
             del self._engines[key]
