@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -299,6 +300,91 @@ def test_a_damaged_experiment_export_is_refused(tmp_path):
                                                      *lines[3:]]) + "\n")
     with pytest.raises(dl.ExportFormatError, match=r"line 3.*unknown \['surprise'\]"):
         dl.load(tmp_path / "extra.jsonl")
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """An experiment export's lines (header, experiment, runs, load), to damage."""
+    path = dl.export(small(seeds=range(1)), tmp_path_factory.mktemp("exp") / "exp.jsonl")
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _first(records, kind):
+    return next(i for i, r in enumerate(records) if r["record"] == kind)
+
+
+def _damaged(records, kind, key, value):
+    records = json.loads(json.dumps(records))
+    records[_first(records, kind)]["data"][key] = value
+    return records
+
+
+@pytest.mark.parametrize("kind, key, value, words", [
+    ("run", "seed", 1.9, "(line 3): seed must be a whole number, not 1.9"),
+    ("run", "input", True, "input must be a whole number >= 0, not True"),
+    ("run", "input", 7, "input 7 is not an index of the experiment's inputs"),
+    ("run", "seed", 10 ** 30, "seed must be a whole number, not 1000000000000000000"),
+    ("run", "attempts", -2, "attempts must be a whole number >= 0, not -2"),
+    ("run", "policy", 7, "policy must be a string, not 7"),
+    ("run", "policy", "other", "policy 'other' is not one of the experiment's policies"),
+    ("run", "status", ["x"], "status must be a string"),
+    ("run", "cost", "free", "cost must be a number >= 0 or null"),
+    ("load", "source", None, "source must be a string, not None"),
+    ("load", "second", -5, "second must be a whole number >= 0, not -5"),
+    ("load", "second", 10 ** 30, "second must be a whole number >= 0"),
+    ("experiment", "fault_plans", None, "fault_plans must be an object of names"),
+    ("experiment", "policies", [], "policies must be an object of names"),
+    ("experiment", "inputs", "x", "inputs must be a non-empty list"),
+    ("experiment", "seeds", [0.5], "seeds must be a list of whole numbers"),
+    ("experiment", "contention", 1, "contention must be true or false"),
+    ("header", "runs", "24", "the header's runs must be a whole number >= 0, not '24'"),
+    ("header", "runs", True, "the header's runs must be a whole number"),
+    ("header", "version", True, "version True is not 'durablelab-experiment' version 1"),
+])
+def test_an_export_with_values_of_the_wrong_kind_is_refused_naming_the_line(
+        tmp_path, exported, kind, key, value, words):
+    """A file from a stranger: every value is checked as the sweep writes it, so nothing
+    loads that would drop runs from `.cells`, crash a plot later or overflow."""
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in _damaged(exported, kind, key, value)))
+    with pytest.raises(dl.ExportFormatError, match=re.escape(words)):
+        dl.load(path)
+
+
+def test_an_export_reformatted_or_reordered_still_loads_and_a_hostile_one_is_refused(
+        tmp_path, exported):
+    spaced = tmp_path / "spaced.jsonl"     # json.dumps' spacing, fields in another order
+    records = [{"data": dict(reversed(list(r["data"].items()))), "record": r["record"]}
+               for r in exported]
+    spaced.write_text("\n".join(json.dumps(r, indent=None) for r in records) + "\n")
+    back = dl.load(spaced)
+    assert isinstance(back, dl.Experiment) and len(back.frame) == exported[0]["data"]["runs"]
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text(json.dumps(exported[0]) + "\n" + "[" * 50_000 + "]" * 50_000 + "\n")
+    with pytest.raises(dl.ExportFormatError, match=r"\(line 2\): invalid JSON"):
+        dl.load(deep)
+    huge = tmp_path / "huge.jsonl"
+    huge.write_text("\n".join(json.dumps(r) for r in _damaged(
+        exported, "run", "virtual_duration", "HUGE")).replace('"HUGE"', "1e999"))
+    with pytest.raises(dl.ExportFormatError, match="out of range"):
+        dl.load(huge)
+
+
+def test_a_damaged_parquet_export_is_refused_naming_the_row(tmp_path):
+    path = dl.export(small(seeds=range(1)), tmp_path / "exp.parquet")
+    meta = "KV_METADATA {format: 'durablelab-experiment', version: '1'}"
+    for name, data, words in [("null", "NULL", r"\(row 1\): the record has no data"),
+                              ("text", "'{nope'", r"\(row 1\): invalid JSON in data"),
+                              ("nan", "'{\"x\": NaN}'", r"\(row 1\): invalid JSON in data")]:
+        bad = tmp_path / f"{name}.parquet"
+        duckdb.execute(f"COPY (SELECT format_version, record, seq, {data} AS data FROM "
+                       f"'{path}') TO '{bad}' (FORMAT parquet, {meta})")
+        with pytest.raises(dl.ExportFormatError, match=words):
+            dl.load(bad)
+    bare = tmp_path / "bare.parquet"
+    duckdb.execute(f"COPY (SELECT record FROM '{path}') TO '{bare}' (FORMAT parquet, {meta})")
+    with pytest.raises(dl.ExportFormatError, match="not the columns of an experiment"):
+        dl.load(bare)
 
 
 def test_heatmap_and_load_plot_draw_labelled_figures():

@@ -21,6 +21,7 @@ line (or row).
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 
@@ -28,6 +29,7 @@ import pandas as pd
 
 from ..export import ExportFormatError
 from .runner import METRICS
+from .sweep import LOAD_SCHEMA, RUN_SCHEMA
 
 FORMAT = "durablelab-experiment"
 VERSION = 1
@@ -121,7 +123,12 @@ def is_experiment_file(path: Path) -> bool:
             return ("format", FORMAT) in rows
         f.seek(0)
         first = f.readline(4096)
-    return b'"record":"header"' in first and FORMAT.encode() in first
+    try:   # parsed, not matched as bytes: a file reformatted by another tool is still one
+        record = json.loads(first.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return False
+    return (isinstance(record, dict) and record.get("record") == "header"
+            and isinstance(record.get("data"), dict) and record["data"].get("format") == FORMAT)
 
 
 def load_experiment(path):
@@ -154,7 +161,8 @@ def load_experiment(path):
             if set(data) != expected:
                 raise fail(number, f"the header has fields {sorted(data)}; expected "
                                    f"{sorted(expected)}")
-            if data["format"] != FORMAT or data["version"] != VERSION:
+            if data["format"] != FORMAT or type(data["version"]) is not int or \
+                    data["version"] != VERSION:
                 raise fail(number, f"format {data['format']!r} version {data['version']!r} "
                                    f"is not {FORMAT!r} version {VERSION}")
             header = data
@@ -163,22 +171,29 @@ def load_experiment(path):
                 raise fail(number, f"the experiment record must come once with fields "
                                    f"{sorted(SPEC_KEYS)}")
             spec = data
-        elif kind == "run":
-            if list(data) != RUN_COLUMNS:
-                missing = sorted(set(RUN_COLUMNS) - set(data))
-                extra = sorted(set(data) - set(RUN_COLUMNS))
-                raise fail(number, f"a run row with missing {missing} or unknown {extra} "
+        elif kind in ("run", "load"):
+            columns = RUN_COLUMNS if kind == "run" else LOAD_COLUMNS
+            if set(data) != set(columns):
+                missing = sorted(set(columns) - set(data))
+                extra = sorted(set(data) - set(columns))
+                raise fail(number, f"a {kind} row with missing {missing} or unknown {extra} "
                                    f"fields")
-            runs.append(data)
-        elif kind == "load":
-            if list(data) != LOAD_COLUMNS:
-                raise fail(number, f"a load row needs exactly the fields {LOAD_COLUMNS}")
-            load.append(data)
+            (runs if kind == "run" else load).append((number, data))
         else:
             raise fail(number, f"unknown record type {kind!r} (known: header, experiment, "
                                f"run, load)")
     if header is None or spec is None:
         raise fail(None, "the file has no header or no experiment record (empty or cut short)")
+    problem = _spec_problem(spec) or _counts_problem(header)
+    if problem:
+        raise fail(None, problem)
+    for rows, kinds in ((runs, _RUN_KINDS), (load, _LOAD_KINDS)):
+        for number, data in rows:
+            problem = _row_problem(data, kinds, spec)
+            if problem:
+                raise fail(number, problem)
+    runs = [data for _, data in runs]
+    load = [data for _, data in load]
     if len(runs) != header["runs"] or len(load) != header["load"]:
         raise fail(None, f"the header promises {header['runs']} runs and {header['load']} load "
                          f"rows, the file holds {len(runs)} and {len(load)}: it was cut short")
@@ -190,14 +205,91 @@ def load_experiment(path):
     return Experiment(spec, frame, load_frame, None, name=path.stem)
 
 
+# --- what the values of a loaded file may be -------------------------------------------------
+def _kinds(schema) -> dict[str, str]:
+    return {f.name: str(f.type) for f in schema if f.name != "cell"}
+
+
+#: Each column's type as the sweep writes it: "int64", "double" or "string".
+_RUN_KINDS = _kinds(RUN_SCHEMA)
+_LOAD_KINDS = {**_kinds(LOAD_SCHEMA), "policy": "string", "fault_plan": "string"}
+#: Columns that may hold a negative number (every other int counts something).
+_SIGNED = {"seed"}
+#: String columns that may be null.
+_OPTIONAL = {"error"}
+
+
+def _shown(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _row_problem(data: dict, kinds: dict[str, str], spec: dict) -> str | None:
+    """What is wrong with a run or load row's values, or None: each column's type as the
+    sweep writes it, counts >= 0, and names and input indexes the spec has."""
+    for column, value in data.items():
+        kind = kinds[column]
+        if kind == "int64":
+            if type(value) is not int or not -2 ** 63 <= value < 2 ** 63 or (
+                    value < 0 and column not in _SIGNED):
+                return (f"{column} must be a whole number"
+                        f"{'' if column in _SIGNED else ' >= 0'}, not {_shown(value)}")
+        elif kind == "double":
+            if value is not None and (type(value) not in (int, float) or value < 0):
+                return f"{column} must be a number >= 0 or null, not {_shown(value)}"
+        elif not (type(value) is str or (value is None and column in _OPTIONAL)):
+            return f"{column} must be a string, not {_shown(value)}"
+    if data["policy"] not in spec["policies"]:
+        return f"policy {_shown(data['policy'])} is not one of the experiment's policies"
+    if data["fault_plan"] not in spec["fault_plans"]:
+        return f"fault_plan {_shown(data['fault_plan'])} is not one of the experiment's plans"
+    if "input" in data and data["input"] >= len(spec["inputs"]):
+        return f"input {data['input']} is not an index of the experiment's inputs"
+    return None
+
+
+def _spec_problem(spec: dict) -> str | None:
+    """What is wrong with the experiment record's values, or None."""
+    def names(value, what) -> str | None:
+        if not isinstance(value, dict) or not value or not all(
+                type(k) is str and (v is None or isinstance(v, dict)) for k, v in value.items()):
+            return (f"the experiment's {what} must be an object of names, each an object or "
+                    f"null, not {_shown(value)}")
+        return None
+    if type(spec["workflow"]) is not str:
+        return f"the experiment's workflow must be a string, not {_shown(spec['workflow'])}"
+    if not isinstance(spec["inputs"], list) or not spec["inputs"]:
+        return f"the experiment's inputs must be a non-empty list, not {_shown(spec['inputs'])}"
+    problem = names(spec["policies"], "policies") or names(spec["fault_plans"], "fault_plans")
+    if problem:
+        return problem
+    seeds = spec["seeds"]
+    if not isinstance(seeds, list) or not all(type(x) is int for x in seeds):
+        return f"the experiment's seeds must be a list of whole numbers, not {_shown(seeds)}"
+    if type(spec["contention"]) is not bool:
+        return f"the experiment's contention must be true or false, not {_shown(spec['contention'])}"
+    timeout = spec["timeout"]
+    if timeout is not None and (type(timeout) not in (int, float) or timeout <= 0):
+        return f"the experiment's timeout must be a number > 0 or null, not {_shown(timeout)}"
+    if spec["world"] is not None and type(spec["world"]) is not str:
+        return f"the experiment's world must be a string or null, not {_shown(spec['world'])}"
+    return None
+
+
+def _counts_problem(header: dict) -> str | None:
+    for key in ("runs", "load"):
+        if type(header[key]) is not int or header[key] < 0:
+            return f"the header's {key} must be a whole number >= 0, not {_shown(header[key])}"
+    return None
+
+
 def _jsonl(path: Path):
     for number, line in enumerate(path.read_bytes().split(b"\n"), 1):
         if not line.strip():
             continue
         try:
-            yield number, json.loads(line.decode("utf-8"),
-                                     parse_constant=_no_constant)
-        except (ValueError, UnicodeDecodeError) as exc:
+            yield number, _decode(line.decode("utf-8"))
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             raise ExportFormatError(f"Cannot load the experiment from {path} (line {number}): "
                                     f"invalid JSON ({exc}).", path=str(path), line=number,
                                     problem="invalid JSON") from None
@@ -207,14 +299,41 @@ def _no_constant(name):
     raise ValueError(f"{name} is not JSON")
 
 
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):   # 1e999: JSON's grammar, but no float can hold it
+        raise ValueError(f"the number {text[:40]} is out of range")
+    return value
+
+
+def _decode(text: str):
+    """A record's JSON: no NaN or Infinity, no number too large for a float."""
+    return json.loads(text, parse_constant=_no_constant, parse_float=_finite)
+
+
 def _parquet(path: Path):
     import duckdb
-    with duckdb.connect() as con:
-        rows = con.execute("SELECT record, CAST(data AS VARCHAR) FROM read_parquet(?, "
-                           "file_row_number=true) ORDER BY file_row_number",
-                           [str(path)]).fetchall()
+
+    def bad(number, problem):
+        where = "" if number is None else f" (row {number})"
+        return ExportFormatError(f"Cannot load the experiment from {path}{where}: {problem}.",
+                                 path=str(path), line=number, problem=problem)
+    try:
+        with duckdb.connect() as con:
+            rows = con.execute("SELECT record, CAST(data AS VARCHAR) FROM read_parquet(?, "
+                               "file_row_number=true) ORDER BY file_row_number",
+                               [str(path)]).fetchall()
+    except duckdb.Error as exc:
+        raise bad(None, f"not the columns of an experiment export (record, data): "
+                        f"{str(exc).splitlines()[0]}") from None
     for number, (record, text) in enumerate(rows, 1):
-        yield number, {"record": record, "data": json.loads(text, parse_constant=_no_constant)}
+        if not isinstance(text, str):
+            raise bad(number, "the record has no data")
+        try:
+            data = _decode(text)
+        except (ValueError, RecursionError) as exc:
+            raise bad(number, f"invalid JSON in data ({exc})") from None
+        yield number, {"record": record, "data": data}
 
 
 __all__ = ["export_experiment", "load_experiment", "is_experiment_file", "FORMAT"]
