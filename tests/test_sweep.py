@@ -284,6 +284,9 @@ def test_export_load_and_compare_across_experiments(tmp_path):
     assert len(side) == len(jitter.cells) + len(steady.cells)
     with pytest.raises(dl.SweepError, match="loaded from a file.*never carries code"):
         back.runs()
+    with pytest.raises(dl.SweepError, match=r"ran with the world .*Shop.*world=Shop"):
+        back.runs(workflow=sw.order_flow)   # made without it, every run would differ
+    assert jitter.runs(workflow=sw.order_flow)[0].status == jitter.frame["status"][0]
     run = back.runs(workflow=sw.order_flow, world=sw.Shop)["jittered/rough/2/1"]
     assert run.run_id == "jittered/rough/2/1" and run.status in ("completed", "failed")
 
@@ -402,6 +405,9 @@ def test_heatmap_and_load_plot_draw_labelled_figures():
         experiment.heatmap("speed")
     with pytest.raises(ValueError, match="no requests were recorded for it.*quote"):
         experiment.load_plot("nothing")
+    for until in (-1, float("nan"), "10"):
+        with pytest.raises(ValueError, match="a number >= 0, or None"):
+            experiment.load_plot("api_calls", until=until)
 
 
 def test_presets_mimic_documented_defaults_and_say_where():

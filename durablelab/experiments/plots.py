@@ -81,6 +81,17 @@ def _fmt(value: float, metric: str) -> str:
     return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
 
 
+def _steps(rows, last: int) -> tuple[list, list]:
+    """(seconds, requests) of a step line from 0 to `last`: each recorded second, the
+    second after it (back to 0 unless recorded too), 0 and `last`. The line a point for
+    every second would draw, at the cost of the seconds that had requests (a run may last
+    days of virtual time)."""
+    counts = {int(second): int(n) for second, n in zip(rows["second"], rows["requests"])
+              if second <= last}
+    seconds = sorted({0, last, *counts, *(s + 1 for s in counts if s < last)})
+    return seconds, [counts.get(s, 0) for s in seconds]
+
+
 def load_plot(experiment, activity_or_service: str, cells=None, until: float | None = None,
               title: str | None = None) -> Figure:
     """Requests per virtual second on one activity or service over time, one line per
@@ -88,6 +99,10 @@ def load_plot(experiment, activity_or_service: str, cells=None, until: float | N
     synchronised spikes that repeat at the backoff intervals; jitter spreads them into a
     low hump, and a Retry-After that the policy honours moves them to when the service
     said. `until` crops the time axis (virtual seconds)."""
+    if until is not None and (isinstance(until, bool) or not isinstance(until, (int, float))
+                              or not 0 <= until < math.inf):
+        raise ValueError(f"load_plot(until={until!r}): give the last virtual second to show, "
+                         f"a number >= 0, or None for all of it")
     load = experiment.load
     sources = sorted(load["source"].unique()) if len(load) else []
     if activity_or_service not in sources:
@@ -105,12 +120,9 @@ def load_plot(experiment, activity_or_service: str, cells=None, until: float | N
         if rows.empty:
             continue
         last = int(rows["second"].max()) if end is None else int(end)
-        seconds = np.arange(0, last + 1)
-        counts = np.zeros(len(seconds))
-        inside = rows[rows["second"] <= last]
-        counts[inside["second"].to_numpy()] = inside["requests"].to_numpy()
+        seconds, counts = _steps(rows, last)
         ax.step(seconds, counts, where="post", label=f"{policy} / {plan} "
-                f"(peak {int(counts.max())}/s)", linewidth=1.2)
+                f"(peak {max(counts)}/s)", linewidth=1.2)
     ax.set_xlabel("virtual time since the runs started (s)")
     ax.set_ylabel(f"requests per virtual second")
     ax.set_title(title or f"load on {activity_or_service!r}")

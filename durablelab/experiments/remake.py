@@ -30,8 +30,9 @@ class LazyRuns(Sequence):
         self._experiment = experiment
         spec = experiment.spec
         source = experiment._source
-        if workflow is None and source is not None:
-            workflow, world = source.workflow, source.world
+        if source is not None:   # the sweep's own workflow and world, unless given
+            workflow = source.workflow if workflow is None else workflow
+            world = source.world if world is None else world
         if workflow is None:
             raise SweepError(
                 f"experiment.runs(): this experiment was loaded from a file, which names its "
@@ -42,6 +43,12 @@ class LazyRuns(Sequence):
             raise SweepError(
                 f"experiment.runs(workflow={workflow_name(workflow)}): the sweep ran "
                 f"{spec['workflow']}; pass that workflow.", argument="workflow")
+        if world is None and spec.get("world") is not None:
+            raise SweepError(
+                f"experiment.runs(): the sweep ran with the world {spec['world']}, and a run "
+                f"made again without it would not be the run measured. Pass it: "
+                f"experiment.runs(workflow=..., world={spec['world'].rpartition(':')[2]}).",
+                argument="world")
         self._workflow, self._world = workflow, world
         self._ids = list(experiment.frame["run_id"])
         self._index = {run_id: i for i, run_id in enumerate(self._ids)}
