@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -437,6 +438,9 @@ def test_bad_sweeps_are_refused_up_front_with_the_fix():
         small(seeds=5)
     with pytest.raises(dl.SweepError, match="seed 1 appears twice"):
         small(seeds=[1, 1])
+    with pytest.raises(dl.SweepError, match="seed 9223372036854775808 is outside the 64-bit"):
+        small(seeds=[0, 2 ** 63])      # said before any run starts, not by the first engine
+    assert small(seeds=np.arange(2)).frame.to_csv() == small(seeds=range(2)).frame.to_csv()
     with pytest.raises(dl.SweepError, match="not a dl.RetryPolicy"):
         small(policies={"x": 3})
     with pytest.raises(dl.SweepError, match="timeout"):

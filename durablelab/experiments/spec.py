@@ -32,6 +32,7 @@ from __future__ import annotations
 import importlib
 import json
 import math
+import numbers
 import types
 from pathlib import Path
 
@@ -299,8 +300,14 @@ def _seeds(seeds) -> list[int]:
         out = list(seeds)
     except TypeError:
         out = None
-    if not out or any(isinstance(s, bool) or not isinstance(s, int) for s in out):
+    if not out or any(isinstance(s, bool) or not isinstance(s, numbers.Integral) for s in out):
         raise SweepError(f"sweep(seeds={seeds!r}): give a non-empty range or list of ints",
+                         argument="seeds")
+    out = [int(s) for s in out]   # numpy's ints too: the store and the JSON keep plain ints
+    wide = next((s for s in out if not -2 ** 63 <= s < 2 ** 63), None)
+    if wide is not None:
+        raise SweepError(f"sweep(seeds=...): seed {wide} is outside the 64-bit range the "
+                         f"store keeps (-2**63 to 2**63 - 1); seeds only need to differ",
                          argument="seeds")
     if len(set(out)) != len(out):
         raise SweepError(f"sweep(seeds=...): seed {_first_repeat(out)} appears twice; each "
