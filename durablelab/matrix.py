@@ -128,11 +128,22 @@ def fault_matrix(policies: dict, failures=None, times: int | None = 2,
                              f"(times=None) it would retry at one virtual instant forever; "
                              f"give it a wait (initial > 0) or max_attempts, or give the "
                              f"matrix times=N")
+    if times is not None and (isinstance(times, bool) or not isinstance(times, int)
+                              or times < 1):
+        raise ValueError(f"fault_matrix(times={times!r}): give how many attempts in a row the "
+                         f"failure hits, an int >= 1, or None for a failure that never ends")
+    if isinstance(failures, str):
+        raise TypeError(f"fault_matrix(failures={failures!r}): give a list of failure kinds, "
+                        f"e.g. failures=[{failures!r}]")
     names = list(FAILURES) if failures is None else list(failures)
     unknown = [n for n in names if n not in FAILURES]
     if unknown:
         raise ValueError(f"fault_matrix(failures=...): unknown failure kind {unknown[0]!r} "
                          f"(known: {', '.join(FAILURES)})")
+    repeated = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if repeated is not None:
+        raise ValueError(f"fault_matrix(failures=...): {repeated!r} is given twice; each kind "
+                         f"is one row")
     rows = []
     engine = Engine()
     try:

@@ -74,6 +74,13 @@ def test_matrix_plot_and_bad_arguments(matrix):
         dl.fault_matrix(POLICIES, failures=["418"])
     with pytest.raises(TypeError, match="'x' is 3, not a dl.RetryPolicy"):
         dl.fault_matrix({"x": 3})
+    with pytest.raises(TypeError, match=r"a list of failure kinds, e.g. failures=\['500'\]"):
+        dl.fault_matrix(POLICIES, failures="500")
+    with pytest.raises(ValueError, match="'500' is given twice"):
+        dl.fault_matrix(POLICIES, failures=["500", "500"])
+    for times in (0, True, 1.5):
+        with pytest.raises(ValueError, match="an int >= 1, or None"):
+            dl.fault_matrix(POLICIES, times=times)
     with pytest.raises(ValueError, match="use 'summary' or one of"):
         matrix.table("colour")
     bare = dl.RetryPolicy(max_attempts=None, initial=0.0, backoff=1.0, max_interval=0.0)
