@@ -14,8 +14,9 @@ Format ``durablelab-experiment``, version 1: a sequence of records, as JSON Line
 ``load`` (one per row of `Experiment.load`): policy, fault_plan, source, second, requests.
 
 JSON only: loading a file never imports, evaluates or unpickles anything, and an unknown
-record, a missing field or a wrong count is an `ExportFormatError` naming the file and the
-line (or row).
+record, a missing field, a wrong count or a value of another kind than the sweep writes (a
+type, a negative count, a name the spec lacks) is an `ExportFormatError` naming the file and
+the line (or row).
 """
 
 from __future__ import annotations
