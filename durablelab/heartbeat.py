@@ -31,7 +31,32 @@ from typing import Any
 from .errors import HeartbeatError, HeartbeatIgnoredWarning, SerializationError
 
 # The activity attempt running in this thread (or task), if any.
-_CURRENT: ContextVar["attempt | None"] = ContextVar("durablelab_heartbeat", default=None)
+_CURRENT: ContextVar["_Current | None"] = ContextVar("durablelab_heartbeat", default=None)
+
+
+def _details_json(value: Any, activity: str, where: str) -> str:
+    """The JSON of a heartbeat (its details in it), or the SerializationError that says the
+    details are not JSON, naming the activity."""
+    try:
+        return json.dumps(value, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise SerializationError(
+            f"dl.heartbeat(details) in {activity}: the details are not JSON ({exc}); pass "
+            f"plain data such as a count, an offset or a dict of them.",
+            what="heartbeat details", where=where) from None
+
+
+class _Current:
+    """Makes itself what `dl.heartbeat` and `dl.last_heartbeat` find, for the activity
+    called inside ``with``; `current()` is what they report to."""
+
+    __slots__ = ("_token",)
+
+    def __enter__(self) -> None:
+        self._token = _CURRENT.set(self)
+
+    def __exit__(self, *exc) -> None:
+        _CURRENT.reset(self._token)
 
 
 class Attempt:
@@ -43,15 +68,10 @@ class Attempt:
         self.beats = 0
 
     def record(self, details: Any) -> None:
-        try:
-            text = json.dumps({"attempt": self.attempt, "sent_at": self.clock.now(),
-                               "details": details}, sort_keys=True, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise SerializationError(
-                f"dl.heartbeat(details) in activity {self.name!r} (run {self.run_id!r}, "
-                f"position {self.position}): the details are not JSON ({exc}); pass plain "
-                f"data such as a count, an offset or a dict of them.",
-                what="heartbeat details", where=f"{self.run_id}:{self.position}") from None
+        text = _details_json({"attempt": self.attempt, "sent_at": self.clock.now(),
+                              "details": details}, f"activity {self.name!r} (run "
+                             f"{self.run_id!r}, position {self.position})",
+                             f"{self.run_id}:{self.position}")
         self.store.save_heartbeat(self.run_id, self.position, text)
         self.beats += 1
 
@@ -60,23 +80,17 @@ class Attempt:
         return None if found is None else json.loads(found)["details"]
 
 
-class attempt:   # noqa: N801 (used as a function: ``with heartbeat.attempt(...):``)
+class attempt(_Current):   # noqa: N801 (used as a function: ``with heartbeat.attempt(...):``)
     """Make `dl.heartbeat` and `dl.last_heartbeat` work for the activity called inside.
     (A class rather than a `contextlib.contextmanager`: every attempt enters one, and a
     generator-based one costs several times as much. The `Attempt` is made only when the
     activity asks for it: most never heartbeat.)"""
 
-    __slots__ = ("_where", "_attempt", "_token")
+    __slots__ = ("_where", "_attempt")
 
     def __init__(self, store, clock, run_id: str, position: int, attempt: int, name: str):
         self._where = (store, clock, run_id, position, attempt, name)
         self._attempt = None
-
-    def __enter__(self) -> None:
-        self._token = _CURRENT.set(self)
-
-    def __exit__(self, *exc) -> None:
-        _CURRENT.reset(self._token)
 
     def current(self) -> Attempt:
         if self._attempt is None:
@@ -84,35 +98,23 @@ class attempt:   # noqa: N801 (used as a function: ``with heartbeat.attempt(...)
         return self._attempt
 
 
-class unrecorded:   # noqa: N801 (used as a function, like `attempt`)
+class unrecorded(_Current):   # noqa: N801 (used as a function, like `attempt`)
     """For the activity called inside, on an engine that has no heartbeats (DBOS
     Transact): `dl.heartbeat` checks its details and keeps nothing, `dl.last_heartbeat` is
     None (a retried attempt starts over), and the first heartbeat of each activity says so
     in a `HeartbeatIgnoredWarning`. So activity code written for `dl.Engine` runs there
     unchanged, as the engine that runs it can."""
 
-    __slots__ = ("_name", "_engine", "_warned", "_token")
+    __slots__ = ("_name", "_engine", "_warned")
 
     def __init__(self, name: str, engine: str, warned: set):
         self._name, self._engine, self._warned = name, engine, warned
-
-    def __enter__(self) -> None:
-        self._token = _CURRENT.set(self)
-
-    def __exit__(self, *exc) -> None:
-        _CURRENT.reset(self._token)
 
     def current(self) -> "unrecorded":
         return self
 
     def record(self, details: Any) -> None:
-        try:
-            json.dumps(details, sort_keys=True, allow_nan=False)   # as `Attempt.record`
-        except (TypeError, ValueError) as exc:
-            raise SerializationError(
-                f"dl.heartbeat(details) in activity {self._name!r}: the details are not JSON "
-                f"({exc}); pass plain data such as a count, an offset or a dict of them.",
-                what="heartbeat details", where=self._name) from None
+        _details_json(details, f"activity {self._name!r}", self._name)   # as `Attempt.record`
         if self._name not in self._warned:
             self._warned.add(self._name)
             warnings.warn(HeartbeatIgnoredWarning(

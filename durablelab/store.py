@@ -26,10 +26,10 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
+from . import history as h
 from . import queued
 from .errors import (StoreFormatError, StoreLockedError, bad_value, store_not_readable_as_is,
                      store_open_error, store_unreadable)
-from .history import fast_encoder
 from .records import (AttemptRecord, CrashRecord, FaultRecord, RunEnd, RunRecord,
                       SignalRecord, WakeupRecord, as_records)
 
@@ -197,25 +197,6 @@ WAKEUP_COLS = WakeupRecord._fields
 _RECORDS = {"attempts": AttemptRecord, "signals": SignalRecord, "faults": FaultRecord,
             "wakeups": WakeupRecord}
 
-# The `body` of an event_log row: compact JSON; a float keeps every digit (its repr).
-_BODY = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-# The same with every non-ASCII character escaped: for a body holding a lone surrogate
-# (a Python str UTF-8 cannot carry), so it still reaches DuckDB and reads back exactly.
-_BODY_ASCII = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False)
-
-
-_body = fast_encoder(_BODY)
-
-
-def _encode_body(fields: list) -> str:
-    text = _body(fields)
-    if not text.isascii():
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            return _BODY_ASCII.encode(fields)
-    return text
-
 
 def event_row(run_id: str, e) -> tuple:
     """The event_log row of a history event (a `history.Event`): (run_id, position, the
@@ -227,9 +208,11 @@ def event_row(run_id: str, e) -> tuple:
 
 
 def event_body(e) -> str:
-    """The `body` of an event's event_log row: its fields after run_id and position."""
-    return _encode_body([e.kind, e.name, e.digest, e.ok, e.value, e.recorded_at, e.attempt,
-                         e.started_at, e.outcome, e.error_class, e.error, e.call_site, e.args])
+    """The `body` of an event's event_log row: its fields after run_id and position, as
+    compact JSON (`history.compact`: a float keeps every digit, a lone surrogate is
+    escaped, so the body reaches DuckDB and reads back exactly)."""
+    return h.compact([e.kind, e.name, e.digest, e.ok, e.value, e.recorded_at, e.attempt,
+                      e.started_at, e.outcome, e.error_class, e.error, e.call_site, e.args])
 
 
 def encoded(row: tuple) -> tuple:
@@ -240,7 +223,7 @@ def encoded(row: tuple) -> tuple:
 
 def _row_of_view(row: tuple) -> tuple:
     """The event_log row of a row shaped like the `events` view (EVENT_COLS)."""
-    return (row[0], row[1], _encode_body(list(row[2:])))
+    return (row[0], row[1], h.compact(list(row[2:])))
 
 
 def _event_fields(body: str) -> list | None:
@@ -571,27 +554,24 @@ class Store:
 
     # --- reading -----------------------------------------------------------------------
     def fetch(self, sql: str, params=()) -> list[tuple]:
-        self._check_kept("Store.fetch()")
+        """Every read ends here (the queue's own readers too, while it drops its rows: see
+        `_queue_holds_all`). A store that drops its rows (`discard_queue`) has none to read:
+        it says so, rather than answer as if there were no runs."""
+        if self._discarding:
+            raise bad_value("Store.fetch()", None, "this in-memory store drops the rows it is "
+                            "given (Store.discard_queue()), so it has none to read; call "
+                            "forget() first, or keep the rows of a store something reads")
         self.flush()
         return self.con.execute(sql, list(params)).fetchall()
-
-    def _check_kept(self, call: str) -> None:
-        """A store that drops its rows (`discard_queue`) has none to read: say so, rather
-        than answer as if there were no runs."""
-        if self._discarding:
-            raise bad_value(call, None, "this in-memory store drops the rows it is given "
-                            "(Store.discard_queue()), so it has none to read; call forget() "
-                            "first, or keep the rows of a store something reads")
 
     def _queue_holds_all(self) -> bool:
         """Whether an in-memory store's queue holds every row (nothing reached DuckDB since
         it was emptied) and is short enough to read directly (see `durablelab.queued`)."""
-        return (self._queue is not None and not self._written
+        return (self._queue is not None and not self._written and not self._discarding
                 and len(self._queue) <= queued.QUEUE_SCAN_LIMIT)
 
     def run_rows(self) -> list[RunRecord]:
         """Every run's row, ordered by (started_at, run_id)."""
-        self._check_kept("Store.run_rows()")
         if self._queue_holds_all():
             return as_records(RunRecord, queued.runs(self._queue))
         return as_records(RunRecord, self.fetch(
@@ -599,7 +579,6 @@ class Store:
 
     def crash_rows(self) -> list[CrashRecord]:
         """Every crash row, ordered by crashed_at."""
-        self._check_kept("Store.crash_rows()")
         if self._queue_holds_all():
             return as_records(CrashRecord, queued.crashes(self._queue))
         return as_records(CrashRecord, self.fetch(
@@ -607,7 +586,6 @@ class Store:
 
     def load_unfinished(self) -> dict[str, list]:
         """`load` of the runs whose status is running or diverged: what a fresh worker reads."""
-        self._check_kept("Store.load_unfinished()")
         if self._queue_holds_all():
             ids = {row.run_id for row in as_records(RunRecord, queued.runs(self._queue))
                    if row.status in UNFINISHED}

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..export import ExportFormatError
+from ..export import ExportFormatError, _is, _reject_constant
 from .runner import METRICS
 from .sweep import LOAD_SCHEMA, RUN_SCHEMA
 
@@ -143,9 +143,7 @@ def load_experiment(path):
         records = _jsonl(path)
 
     def fail(number, problem):
-        where = f" ({unit} {number})" if number is not None else ""
-        return ExportFormatError(f"Cannot load the experiment from {path}{where}: {problem}.",
-                                 path=str(path), line=number, problem=problem)
+        return _error(path, unit, number, problem)
 
     header, spec, runs, load = None, None, [], []
     for number, record in records:
@@ -162,7 +160,7 @@ def load_experiment(path):
             if set(data) != expected:
                 raise fail(number, f"the header has fields {sorted(data)}; expected "
                                    f"{sorted(expected)}")
-            if data["format"] != FORMAT or type(data["version"]) is not int or \
+            if data["format"] != FORMAT or not _is(data["version"], "int") or \
                     data["version"] != VERSION:
                 raise fail(number, f"format {data['format']!r} version {data['version']!r} "
                                    f"is not {FORMAT!r} version {VERSION}")
@@ -206,6 +204,13 @@ def load_experiment(path):
     return Experiment(spec, frame, load_frame, None, name=path.stem)
 
 
+def _error(path, unit: str, number: int | None, problem: str) -> ExportFormatError:
+    """The error of a file that is not a loadable experiment, at line or row `number`."""
+    where = "" if number is None else f" ({unit} {number})"
+    return ExportFormatError(f"Cannot load the experiment from {path}{where}: {problem}.",
+                             path=str(path), line=number, problem=problem)
+
+
 # --- what the values of a loaded file may be -------------------------------------------------
 def _kinds(schema) -> dict[str, str]:
     return {f.name: str(f.type) for f in schema if f.name != "cell"}
@@ -227,18 +232,19 @@ def _shown(value) -> str:
 
 def _row_problem(data: dict, kinds: dict[str, str], spec: dict) -> str | None:
     """What is wrong with a run or load row's values, or None: each column's type as the
-    sweep writes it, counts >= 0, and names and input indexes the spec has."""
+    sweep writes it (as JSON kinds: `export._is`), counts >= 0, and names and input indexes
+    the spec has."""
     for column, value in data.items():
         kind = kinds[column]
         if kind == "int64":
-            if type(value) is not int or not -2 ** 63 <= value < 2 ** 63 or (
+            if not _is(value, "int") or not -2 ** 63 <= value < 2 ** 63 or (
                     value < 0 and column not in _SIGNED):
                 return (f"{column} must be a whole number"
                         f"{'' if column in _SIGNED else ' >= 0'}, not {_shown(value)}")
         elif kind == "double":
-            if value is not None and (type(value) not in (int, float) or value < 0):
+            if not _is(value, "num?") or (value is not None and value < 0):
                 return f"{column} must be a number >= 0 or null, not {_shown(value)}"
-        elif not (type(value) is str or (value is None and column in _OPTIONAL)):
+        elif not _is(value, "str?" if column in _OPTIONAL else "str"):
             return f"{column} must be a string, not {_shown(value)}"
     if data["policy"] not in spec["policies"]:
         return f"policy {_shown(data['policy'])} is not one of the experiment's policies"
@@ -252,34 +258,35 @@ def _row_problem(data: dict, kinds: dict[str, str], spec: dict) -> str | None:
 def _spec_problem(spec: dict) -> str | None:
     """What is wrong with the experiment record's values, or None."""
     def names(value, what) -> str | None:
-        if not isinstance(value, dict) or not value or not all(
-                type(k) is str and (v is None or isinstance(v, dict)) for k, v in value.items()):
+        if not _is(value, "object") or not value or not all(
+                _is(k, "str") and _is(v, "object?") for k, v in value.items()):
             return (f"the experiment's {what} must be an object of names, each an object or "
                     f"null, not {_shown(value)}")
         return None
-    if type(spec["workflow"]) is not str:
+    if not _is(spec["workflow"], "str"):
         return f"the experiment's workflow must be a string, not {_shown(spec['workflow'])}"
-    if not isinstance(spec["inputs"], list) or not spec["inputs"]:
+    if not _is(spec["inputs"], "list") or not spec["inputs"]:
         return f"the experiment's inputs must be a non-empty list, not {_shown(spec['inputs'])}"
     problem = names(spec["policies"], "policies") or names(spec["fault_plans"], "fault_plans")
     if problem:
         return problem
     seeds = spec["seeds"]
-    if not isinstance(seeds, list) or not all(type(x) is int for x in seeds):
+    if not _is(seeds, "list") or not all(_is(x, "int") for x in seeds):
         return f"the experiment's seeds must be a list of whole numbers, not {_shown(seeds)}"
-    if type(spec["contention"]) is not bool:
-        return f"the experiment's contention must be true or false, not {_shown(spec['contention'])}"
+    if not _is(spec["contention"], "bool"):
+        return (f"the experiment's contention must be true or false, not "
+                f"{_shown(spec['contention'])}")
     timeout = spec["timeout"]
-    if timeout is not None and (type(timeout) not in (int, float) or timeout <= 0):
+    if not _is(timeout, "num?") or (timeout is not None and timeout <= 0):
         return f"the experiment's timeout must be a number > 0 or null, not {_shown(timeout)}"
-    if spec["world"] is not None and type(spec["world"]) is not str:
+    if not _is(spec["world"], "str?"):
         return f"the experiment's world must be a string or null, not {_shown(spec['world'])}"
     return None
 
 
 def _counts_problem(header: dict) -> str | None:
     for key in ("runs", "load"):
-        if type(header[key]) is not int or header[key] < 0:
+        if not _is(header[key], "int") or header[key] < 0:
             return f"the header's {key} must be a whole number >= 0, not {_shown(header[key])}"
     return None
 
@@ -296,10 +303,6 @@ def _jsonl(path: Path):
                                     problem="invalid JSON") from None
 
 
-def _no_constant(name):
-    raise ValueError(f"{name} is not JSON")
-
-
 def _finite(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):   # 1e999: JSON's grammar, but no float can hold it
@@ -309,16 +312,14 @@ def _finite(text: str) -> float:
 
 def _decode(text: str):
     """A record's JSON: no NaN or Infinity, no number too large for a float."""
-    return json.loads(text, parse_constant=_no_constant, parse_float=_finite)
+    return json.loads(text, parse_constant=_reject_constant, parse_float=_finite)
 
 
 def _parquet(path: Path):
     import duckdb
 
     def bad(number, problem):
-        where = "" if number is None else f" (row {number})"
-        return ExportFormatError(f"Cannot load the experiment from {path}{where}: {problem}.",
-                                 path=str(path), line=number, problem=problem)
+        return _error(path, "row", number, problem)
     try:
         with duckdb.connect() as con:
             rows = con.execute("SELECT record, CAST(data AS VARCHAR) FROM read_parquet(?, "
