@@ -33,10 +33,10 @@ from .errors import (StoreFormatError, StoreLockedError, bad_value, store_not_re
 from .records import (AttemptRecord, CrashRecord, FaultRecord, RunEnd, RunRecord,
                       SignalRecord, WakeupRecord, as_records)
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 #: The statuses of runs a fresh worker picks up again.
-UNFINISHED = ("running", "diverged")
+UNFINISHED = ("running", "waiting", "diverged")
 
 #: A file store folds its write-ahead log into the file every this many commits. Opening a
 #: file replays each commit left in the WAL (about 80-150 us each), so a worker that dies
@@ -55,10 +55,11 @@ CREATE TABLE IF NOT EXISTS meta (
     key    VARCHAR PRIMARY KEY,
     value  VARCHAR
 );
--- One row per run. `status` stays 'running' until the run ends; whether an unfinished run
--- is running or waiting is derived from its history, never stored twice. A run whose replay
--- stopped matching its code is 'diverged' (with its NonDeterminismError in `error`) until
--- an engine with matching code replays it, and it is 'running' again.
+-- One row per run. An unfinished run is 'running' (work is due now or an attempt is in
+-- flight) or 'waiting' (on a timer, a retry backoff or a signal: `waiting` says which, since
+-- when and until when), as its durability mode last committed. A run whose replay stopped
+-- matching its code is 'diverged' (with its NonDeterminismError in `error`) until an engine
+-- with matching code replays it.
 CREATE TABLE IF NOT EXISTS runs (
     run_id        VARCHAR PRIMARY KEY,
     workflow      VARCHAR NOT NULL,   -- 'module:qualname' of the workflow function
@@ -67,11 +68,13 @@ CREATE TABLE IF NOT EXISTS runs (
     faults        VARCHAR,            -- the FaultPlan as JSON, or NULL
     options       VARCHAR,            -- JSON: time-out, budget, policy overrides, or NULL
     parent_run_id VARCHAR,            -- the run that continued as this one
-    status        VARCHAR NOT NULL,   -- running | diverged | completed | failed | continued
+    status        VARCHAR NOT NULL,   -- running | waiting | diverged | completed | failed
+                                      -- | continued | cancelled
     result        VARCHAR,            -- JSON
     error         VARCHAR,            -- JSON of the durablelab error
     started_at    DOUBLE  NOT NULL,
-    ended_at      DOUBLE
+    ended_at      DOUBLE,
+    waiting       VARCHAR             -- JSON {on, name, position, since, until} while waiting
 );
 -- History: one row per recording ctx call, plus one when a wait ends. An activity's row
 -- carries its final attempt, so a durable step costs one INSERT. DuckDB's commit pays for
@@ -164,19 +167,19 @@ CREATE OR REPLACE VIEW pending_timers AS
 SELECT e.run_id, e.position, e.kind, e.name,
        CAST(json_extract(e.value, '$.deadline') AS DOUBLE) AS fire_at
 FROM events e JOIN runs r USING (run_id)
-WHERE r.status = 'running' AND e.kind IN ('sleep', 'wait_signal')
+WHERE r.status IN ('running', 'waiting') AND e.kind IN ('sleep', 'wait_signal')
   AND NOT EXISTS (SELECT 1 FROM events x WHERE x.run_id = e.run_id AND x.position = e.position + 1)
 UNION ALL
 SELECT a.run_id, a.position, 'retry' AS kind, a.activity AS name, a.ended_at + a.delay AS fire_at
 FROM attempts a JOIN runs r USING (run_id)
-WHERE r.status = 'running'
+WHERE r.status IN ('running', 'waiting')
   AND NOT EXISTS (SELECT 1 FROM events x WHERE x.run_id = a.run_id AND x.position = a.position)
   AND a.attempt = (SELECT max(attempt) FROM attempts b
                    WHERE b.run_id = a.run_id AND b.position = a.position);
 -- Signals that arrived and no wait has consumed yet.
 CREATE OR REPLACE VIEW pending_signals AS
 SELECT s.* FROM signals s JOIN runs r USING (run_id)
-WHERE r.status = 'running'
+WHERE r.status IN ('running', 'waiting')
   AND s.seq NOT IN (SELECT CAST(json_extract(e.value, '$.seq') AS INTEGER) FROM events e
                     WHERE e.run_id = s.run_id AND e.kind = 'signal_received');
 """
@@ -335,7 +338,7 @@ class Store:
                 path=self.path, found=None, expected=SCHEMA_VERSION)
         if "meta" in tables:
             found = int(row[0][0]) if row else None
-            if found in (2, 3):
+            if found in (2, 3, 4):
                 return self._upgrade(found)
             raise StoreFormatError(
                 f"{self.path} holds durablelab schema version {found}; this durablelab "
@@ -352,7 +355,9 @@ class Store:
         `events` view, so its rows move over unchanged. Schema 4 keeps each call's canonical
         arguments as a 13th item of an event's body, shown as the view's `args` column; rows
         written before keep their 12 items (their `args` reads NULL: digests only), so from
-        schema 3 only the views change."""
+        schema 3 only the views change. Schema 5 stores a waiting run as 'waiting', with what
+        it waits on in the new `runs.waiting` column; the runs an older engine left 'running'
+        stay so until an engine wakes them."""
         self.con.execute("BEGIN")
         try:
             old = []
@@ -362,6 +367,10 @@ class Store:
                 self.con.execute("DROP VIEW IF EXISTS pending_timers; "
                                  "DROP VIEW IF EXISTS pending_signals; DROP TABLE events;")
             self.con.execute(DDL)
+            if "waiting" not in {c[0] for c in self.con.execute(
+                    "SELECT column_name FROM information_schema.columns "
+                    "WHERE table_name = 'runs'").fetchall()}:
+                self.con.execute("ALTER TABLE runs ADD COLUMN waiting VARCHAR")
             if old:
                 self._bulk("event_log", [_row_of_view(r) for r in old])
             self.con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
@@ -503,7 +512,8 @@ class Store:
                 late.append(end)
             else:
                 runs[i] = runs[i]._replace(status=end.status, result=end.result,
-                                           error=end.error, ended_at=end.ended_at)
+                                           error=end.error, ended_at=end.ended_at,
+                                           waiting=end.waiting)
         self.con.execute("BEGIN")
         try:
             for table, rows in tables.items():
@@ -522,7 +532,7 @@ class Store:
         batch = pa.table({c: list(v) for c, v in zip(RunEnd._fields, zip(*ends))})
         self._with_batch("_durablelab_ends", batch,
                           "UPDATE runs SET status = e.status, result = e.result, "
-                          "error = e.error, ended_at = e.ended_at "
+                          "error = e.error, ended_at = e.ended_at, waiting = e.waiting "
                           "FROM _durablelab_ends e WHERE runs.run_id = e.run_id")
 
     def _with_batch(self, name: str, batch: pa.Table, sql: str) -> None:
@@ -537,9 +547,9 @@ class Store:
                 self.con.unregister(name)
 
     def end(self, end: RunEnd) -> None:
-        """Mark a run ended (or diverged, or running again)."""
-        self.con.execute("UPDATE runs SET status = ?, result = ?, error = ?, ended_at = ? "
-                         "WHERE run_id = ?", end)
+        """Change a run's status: it ended, diverged, waits, or runs again."""
+        self.con.execute("UPDATE runs SET status = ?, result = ?, error = ?, ended_at = ?, "
+                         "waiting = ? WHERE run_id = ?", (*end[:4], end.waiting, end.run_id))
 
     def _bulk(self, table: str, rows: list[tuple]) -> None:
         if table == "event_log":
