@@ -48,13 +48,12 @@ from .records import (AttemptRecord, CrashRecord, FaultRecord, RunEnd, RunRecord
                       SignalRecord, WakeupRecord, as_records)
 from .snapshot import (AttemptRow, CrashFault, CrashRow, EventRow, InFlight, RunSnapshot,
                        WakeupRow)
-from .store import EVENT_COLS, Store, event_row
+from .store import EVENT_COLS, UNFINISHED, Store, event_row
 
 DURABILITY = tuple(JOURNALS)   # ("sync", "batch", "exit"): see durablelab/journal.py
 FINAL = ("completed", "failed", "continued")
-#: Statuses the store keeps for runs that have not ended. A diverged run is loaded and
-#: replayed like a running one: if the code now matches its history, it carries on.
-UNFINISHED = ("running", "diverged")
+#: Every status a run can have (DESIGN.md section 6), for `runs(status=...)`.
+STATUSES = ("running", "waiting", "diverged") + FINAL
 
 #: The worker's registry: the workflows this process may run, by 'module:qualname'. Only a
 #: registered name ever runs (by `start()`, `Engine(workflows=...)` or `@dl.workflow`): a
@@ -152,6 +151,8 @@ class RunState:
     gen: int = 0                  # bumped on every reschedule; stale heap items are skipped
     waiting: str | None = None    # timer | retry | signal | activity
     waiting_on: str | None = None
+    #: what `runs.waiting` says (JSON) while the run is stored 'waiting'; see `Engine._park`
+    parked: str | None = None
     waking: tuple | None = None   # (woke_at, reason, cursor, events before) during a wake-up
     due_at: float | None = None
     inflight: dict | None = None
@@ -231,6 +232,30 @@ def options_json(options: dict[str, str]) -> str | None:
     if not options:
         return None
     return "{" + ", ".join(f'"{key}": {text}' for key, text in options.items()) + "}"
+
+
+def _statuses(status) -> tuple:
+    """`runs(status=...)`'s argument as a tuple of known statuses."""
+    given = (status,) if isinstance(status, str) else status
+    try:
+        given = tuple(given)
+    except TypeError:
+        given = (status,)
+    unknown = [s for s in given if s not in STATUSES]
+    if unknown or not given:
+        raise bad_value("runs(status=...)", "status", (
+            f"status={status!r} names no run status; use one of "
+            f"{', '.join(map(repr, STATUSES))}, or a list of them"))
+    return given
+
+
+def _waiting_columns(parked: str | None) -> tuple:
+    """(waiting_on, waiting_until) of a run's stored `waiting` JSON, for `runs()`."""
+    if parked is None:
+        return None, None
+    wait = json.loads(parked)
+    on = wait["on"] if wait["on"] == "timer" else f"{wait['on']}:{wait['name']}"
+    return on, wait["until"]
 
 
 def _location(exc: BaseException) -> str | None:
@@ -330,6 +355,7 @@ class Engine:
         self._heap: list = []
         self._seq = 0
         self._bound: float | None = None
+        self._definitions: dict[str, Callable | None] = {}   # see _use_current_definition
         self._telemetry: list[tuple] = []
         self._plans: dict[str, FaultPlan] = {}   # stored plan JSON -> the plan
         #: runs activity attempts; it sees this engine only as an `activities.Host`.
@@ -411,7 +437,8 @@ class Engine:
             raise RunFinishedError(
                 f"Cannot signal run {run_id!r}: it is {state.status} (it ended at "
                 f"t={state.ended_at:g}s). A signal can only reach a running or waiting run; "
-                f"start a new run instead.", run_id=run_id, status=state.status)
+                f"start a new run instead.{self._missed_deadline(state, name)}",
+                run_id=run_id, status=state.status)
         value_json = h.to_json(value, f"the value of signal {name!r}",
                                f"Engine.signal({run_id!r})")
         if signal_id is not None and any(s.signal_id == signal_id for s in state.signals):
@@ -427,9 +454,18 @@ class Engine:
     def run_until_idle(self) -> None:
         """Run everything that is due, advancing the clock, until nothing is left but
         signal waits without a deadline. Crashes injected on the way are recovered from,
-        as a fresh worker would."""
+        as a fresh worker would. A signal's deadline passes on the way: to answer a wait in
+        time, use `run_until_blocked()`."""
         self._check_writable("run_until_idle")
         self._loop(None)
+
+    def run_until_blocked(self) -> None:
+        """As `run_until_idle()`, but stop before the earliest deadline of a signal wait:
+        return once nothing is due before it, with the clock where the last work was done.
+        So start, ``run_until_blocked()``, ``signal()`` approves in time, where
+        `run_until_idle()` would have jumped past the deadline."""
+        self._check_writable("run_until_blocked")
+        self._loop(None, blocked=True)
 
     def advance(self, seconds: float) -> None:
         """Run what falls due in the next `seconds` of the engine's clock, then stop there."""
@@ -438,6 +474,18 @@ class Engine:
         bound = self.clock.now() + seconds
         self._loop(bound)
         self.clock.advance_to(bound)
+
+    def _missed_deadline(self, state: RunState, name: str) -> str:
+        """A sentence for a signal that came too late: the run's wait for it timed out."""
+        if state.history is None:
+            self._load_ended(state)
+        timed_out = [e for e in state.history or () if e.kind == h.SIGNAL_TIMEOUT
+                     and e.name == name]
+        if not timed_out:
+            return ""
+        return (f" Its wait for signal {name!r} timed out at t={timed_out[-1].recorded_at:g}s: "
+                f"run_until_idle() runs past a signal's deadline. To signal in time, advance "
+                f"with engine.run_until_blocked(), which stops before the earliest deadline.")
 
     def run(self, run_id: str):
         """A read-only `Run` view: status, result, error, history, attempts, wake-ups."""
@@ -458,16 +506,25 @@ class Engine:
             raise state.damage
         return snapshot_of(state, self._crash_rows(state))
 
-    def runs(self):
-        """A DataFrame of every run in the store, as this engine sees them; `forked_from`
-        names the run a `fork` copied its first events from."""
+    def runs(self, status=None):
+        """A DataFrame of every run in the store, as this engine sees them, or only those
+        whose status is `status` (one status, or a list of them). `forked_from` names the
+        run a `fork` copied its first events from; a waiting run's `waiting_on` says on what
+        ("timer", "retry:<activity>", "signal:<name>") and `waiting_until` until when (NaN:
+        no deadline)."""
         import pandas as pd
         self._check_open()
-        return pd.DataFrame(
-            [(s.run_id, s.workflow, s.status, s.started_at, s.ended_at, s.seed, s.parent_run_id,
-              s.forked_from) for s in self._runs.values()],
-            columns=["run_id", "workflow", "status", "started_at", "ended_at", "seed",
-                     "parent_run_id", "forked_from"])
+        wanted = None if status is None else _statuses(status)
+        rows = []
+        for s in self._runs.values():
+            if wanted is not None and s.status not in wanted:
+                continue
+            on, until = _waiting_columns(s.parked if s.status == "waiting" else None)
+            rows.append((s.run_id, s.workflow, s.status, s.started_at, s.ended_at, s.seed,
+                         s.parent_run_id, s.forked_from, on, until))
+        return pd.DataFrame(rows, columns=[
+            "run_id", "workflow", "status", "started_at", "ended_at", "seed", "parent_run_id",
+            "forked_from", "waiting_on", "waiting_until"]).astype({"waiting_until": float})
 
     def fork(self, run_id: str, at: int, workflow: Callable | None = None, faults=None,
              seed: int | None = None, policies=None) -> str:
@@ -735,7 +792,7 @@ class Engine:
         """A run's state from its `runs` row; a row whose JSON columns do not read back
         gives a state set aside (`damage`), so one damaged run never keeps the rest out."""
         (run_id, workflow, input_json, seed, faults_json, options_json, parent, status,
-         result_json, error_json, started_at, ended_at) = row
+         result_json, error_json, started_at, ended_at, parked) = row
         what = "its recorded error (runs.error)"
         try:
             error = error_from_json(json.loads(error_json)) if error_json else None
@@ -744,9 +801,10 @@ class Engine:
             what = "its options: time-out, budget, policies (runs.options)"
             state = RunState(run_id, workflow, input_json, seed, faults_json, options_json,
                              parent, status, result_json, error, started_at, ended_at,
-                             fn=self._resolve(workflow, run_id), faults=faults)
+                             fn=self._resolve(workflow, run_id), faults=faults,
+                             parked=parked if status == "waiting" else None)
             what = "its input (runs.input)"
-            if status == "running":
+            if status in ("running", "waiting"):
                 json.loads(input_json)
             return state
         except Exception as exc:   # whatever a hand-edited row throws, it stays this run's
@@ -805,17 +863,24 @@ class Engine:
         return (not self._heap or self._heap[0][0] > instant) and (
             self._bound is None or instant <= self._bound)
 
-    def _loop(self, bound: float | None) -> None:
+    def _loop(self, bound: float | None, blocked: bool = False) -> None:
+        """Pop and act on what is due, in time order, up to `bound`; `blocked`: stop at the
+        first signal deadline instead (`run_until_blocked`)."""
         self._bound = bound
+        self._definitions = {}
         try:
             while self._heap:
                 due_at = self._heap[0][0]
                 if bound is not None and due_at > bound:
                     break
-                _, _, run_id, gen, action, arg = heapq.heappop(self._heap)
+                item = heapq.heappop(self._heap)
+                _, _, run_id, gen, action, arg = item
                 state = self._runs.get(run_id)
                 if state is None or (state.gen != gen and action != "timeout"):
                     continue  # superseded: the run was rescheduled or ended since
+                if blocked and arg == "deadline":
+                    heapq.heappush(self._heap, item)   # a signal's deadline: leave it due
+                    break
                 self.clock.sleep_until(due_at)
                 try:
                     if action == "wake":
@@ -834,6 +899,7 @@ class Engine:
 
     def _wake(self, state: RunState, reason: str) -> None:
         """Run the workflow code from the top; it replays history, then does new work."""
+        self._use_current_definition(state)
         cursor = h.Cursor(state.history, state.run_id, state.workflow)
         ctx = (Context if self._guard is None else self._guard.context)(self, state, cursor)
         state.status, state.waiting, state.waiting_on, state.due_at = "running", None, None, None
@@ -878,6 +944,23 @@ class Engine:
             if not crashed:
                 self._journal.turn_ended(state)
 
+    def _use_current_definition(self, state: RunState) -> None:
+        """A notebook cell that redefines a registered workflow replaces it for its runs
+        in flight (DESIGN.md section 2), as registering it again would, with the warning.
+        Looked up once per workflow per `_loop`: a wake-up pays a dict lookup."""
+        name = state.workflow
+        if name not in self._definitions:
+            self._definitions[name] = _current_definition(name)
+        fn = self._definitions[name]
+        if fn is None or fn is state.fn or state.run_id in self._run_fns:
+            return
+        if _REGISTRY.get(name) is not fn:
+            _register(fn, stacklevel=5)   # every open engine's runs switch, warned once
+        else:   # registered already, by a path that did not reach this engine's runs
+            switched = self._adopt(name, fn)
+            if switched:
+                warnings.warn(workflow_redefined(name, switched), stacklevel=5)
+
     def _note_wakeup(self, state: RunState) -> None:
         """Add the row of the wake-up now ending (how much it replayed and recorded) to the
         telemetry that goes to the store in bulk."""
@@ -892,6 +975,7 @@ class Engine:
     def _suspend(self, state: RunState, suspend: Suspend) -> None:
         if suspend.reason == "activity":
             state.status, state.waiting = "running", "activity"
+            self._park(state, None)
             if suspend.due_at is not None:
                 self._schedule(state, suspend.due_at, "complete")
             else:   # nothing will ever answer: the run hangs until its time-out, if any
@@ -899,6 +983,7 @@ class Engine:
                 state.due_at = None
             return
         state.status, state.waiting, state.waiting_on = "waiting", suspend.reason, suspend.waiting_on
+        self._park(state, self._wait_json(state, suspend))
         if suspend.due_at is not None:
             reason = "deadline" if suspend.reason == "signal" else suspend.reason
             self._schedule(state, suspend.due_at, "wake", reason)
@@ -906,6 +991,29 @@ class Engine:
             state.gen += 1
             state.due_at = None
         self._attempts.arm_crash_during_wait(state, suspend)
+
+    def _wait_json(self, state: RunState, suspend: Suspend) -> str:
+        """What a run parked by `suspend` waits on, as `runs.waiting` stores it: since when
+        (the wait's start, or the end of the failed attempt a backoff follows) and until."""
+        since = self.clock.now()
+        if suspend.reason == "retry":
+            failed = state.attempts.get(suspend.position)
+            if failed:
+                since = failed[-1].ended_at
+        elif 0 < suspend.position <= len(state.history):
+            since = state.history[suspend.position - 1].recorded_at
+        return json.dumps({"on": suspend.reason, "name": suspend.name,
+                           "position": suspend.position, "since": since,
+                           "until": suspend.due_at})
+
+    def _park(self, state: RunState, parked: str | None) -> None:
+        """Tell the store the run now waits (`parked`: on what, as JSON) or runs again
+        (None). The journal commits it when the durability mode commits the run's turn;
+        nothing is written when the store already says so (a recovery that parks again)."""
+        if parked != state.parked:
+            state.parked = parked
+            self._journal.status(state, RunEnd("waiting" if parked else "running", None, None,
+                                               None, state.run_id, parked))
 
     def _complete(self, state: RunState) -> None:
         """An attempt that was in flight has ended: record it, then wake the run."""
@@ -946,11 +1054,12 @@ class Engine:
             state.stored_error = error_json
 
     def _undiverge(self, state: RunState) -> None:
-        """A diverged run replayed cleanly (the code was fixed): the store says running
-        again, unless its end, just written, already says how it finished."""
+        """A diverged run replayed cleanly (the code was fixed): the store says running (or
+        waiting) again, unless its end, just written, already says how it finished."""
         if state.status not in FINAL:
             state.error = None
-            self.store.write({}, ends=[RunEnd("running", None, None, None, state.run_id)])
+            self.store.write({}, ends=[RunEnd(state.status, None, None, None, state.run_id,
+                                              state.parked)])
         state.stored_error = None
 
     def _continue(self, state: RunState, input_json: str) -> None:
