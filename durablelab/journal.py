@@ -48,9 +48,14 @@ class Journal:
         was in flight, or a time-out (not a crash: what a crash cut short is lost)."""
 
     def end(self, state: "RunState", end: tuple, telemetry: list) -> list:
-        """The run ended: `end` is (status, result, error, ended_at, run_id)."""
+        """The run ended: `end` is a `RunEnd` (status, result, error, ended_at, run_id)."""
         state.pending_end = end
         return telemetry
+
+    def status(self, state: "RunState", change: tuple) -> None:
+        """The unfinished run now waits, or runs again (a `RunEnd` with no end): it waits
+        with the run's rows, and a later change or the run's end replaces it."""
+        state.pending_end = change
 
     def flush(self, state: "RunState") -> None:
         """Commit what waits for the run, in one write (at the latest at a clean close)."""
@@ -67,7 +72,13 @@ class SyncJournal(Journal):
     def record(self, state, table, row):
         self.store.insert(table, row)
 
+    def turn_ended(self, state):
+        """A change of status (`status`) is committed once the turn is over: the row of the
+        step that parked the run is already committed, and a turn may park it again."""
+        self.flush(state)
+
     def end(self, state, end, telemetry):
+        state.pending_end = None   # the end replaces a status change not yet committed
         self.store.write({"wakeups": telemetry}, ends=[end])
         return []   # a new list: an in-memory store keeps the one it was handed, queued
 

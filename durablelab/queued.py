@@ -30,7 +30,8 @@ def _cast(row: tuple, types: tuple) -> tuple:
 # Column types of each table (see the DDL in `durablelab.store`): int, float, or None for
 # text, which comes back as given.
 TYPES = {
-    "runs": (None, None, None, _int, None, None, None, None, None, None, _float, _float),
+    "runs": (None, None, None, _int, None, None, None, None, None, None, _float, _float,
+             None),
     "event_log": (None, _int, None),
     "attempts": (None, _int, None, _int, _float, _float, None, None, None, _float, _int),
     "signals": (None, _int, None, None, None, _float),
@@ -58,7 +59,7 @@ def runs(queue: list) -> list[tuple]:
     for run_id, row in found.items():
         end = ends.get(run_id)
         if end is not None:
-            row = row[:7] + tuple(end[:3]) + row[10:11] + (end[3],)
+            row = row[:7] + tuple(end[:3]) + row[10:11] + (end[3], end.waiting)
         out.append(_cast(row, TYPES["runs"]))
     out.sort(key=lambda r: (r[10], r[0]))
     return out

@@ -7,7 +7,7 @@ is when a retry is due, where ``last[5] + last[9]`` said nothing. Rows read back
 store come as these types too (`Store.load`), so a row means the same wherever it is.
 
 History events have their own richer type, `history.Event`; `RunEnd` is not a table's row
-but how an ended run changes its `runs` row.
+but how a run's status changes its `runs` row (it ends, diverges, waits, runs again).
 """
 
 from __future__ import annotations
@@ -25,21 +25,26 @@ class RunRecord(NamedTuple):
     faults: str | None            # the FaultPlan as JSON
     options: str | None           # JSON: time-out, budget, policies, forked_from
     parent_run_id: str | None     # the run that continued as this one
-    status: str                   # running | diverged | completed | failed | continued
+    status: str                   # running | waiting | diverged | completed | failed | ...
     result: str | None            # JSON
     error: str | None             # JSON of the durablelab error
     started_at: float
     ended_at: float | None
+    waiting: str | None = None    # JSON of what a waiting run waits on (see `RunEnd`)
 
 
 class RunEnd(NamedTuple):
-    """How a run's row changes when it ends (or diverges, or runs again after that)."""
+    """How a run's row changes when its status does: it ends, diverges, runs again, or
+    waits. A waiting run's `waiting` is the JSON of ``{"on": "timer" | "retry" | "signal",
+    "name": the signal or activity, "position", "since", "until": the deadline or None}``,
+    so a reader that never ran the run can say what it waits for."""
 
     status: str
     result: str | None
     error: str | None
     ended_at: float | None
     run_id: str
+    waiting: str | None = None
 
 
 class AttemptRecord(NamedTuple):

@@ -88,7 +88,7 @@ def test_diverged_run_recovers_with_patched_code(db_path):
     assert run.status == "waiting" and run.error is None
     engine.close()
     status, error, timers = store_row(db_path, "r-1")
-    assert (status, error, timers) == ("running", None, 1)   # the pending view counts it
+    assert (status, error, timers) == ("waiting", None, 1)   # the pending view counts it
     engine = dl.Engine(db_path, workflows=[shipped])
     engine.run_until_idle()
     run = engine.run("r-1")

@@ -36,7 +36,7 @@ def craft_store(path, workflow, input_json):
     dl.Engine(path).close()
     con = duckdb.connect(path)
     con.execute("INSERT INTO runs VALUES ('evil', ?, ?, 0, NULL, NULL, NULL, 'running', "
-                "NULL, NULL, 0.0, NULL)", [workflow, input_json])
+                "NULL, NULL, 0.0, NULL, NULL)", [workflow, input_json])
     con.close()
 
 
@@ -90,7 +90,7 @@ def test_a_reopened_file_warns_about_each_unknown_workflow_and_resumes_once_regi
         text = str(caught[0].message)
         assert "registry_flows:flow: 1 run(s) ('r-1')" in text
         assert "test_registry:waits: 1 run(s) ('r-2')" in text
-        assert engine.run("r-1").status == "running"        # as recorded; not run
+        assert engine.run("r-1").status == "waiting"        # as recorded; not run
         dl.workflow(module.flow)                             # registering adopts its runs
         engine.signal("r-1", "go", 5)
         engine.run_until_idle()

@@ -32,7 +32,7 @@ SCALE = int(os.environ.get("DURABLELAB_PROPERTY_SCALE", "1"))
 
 
 def run_row(run_id):
-    return (run_id, "m:wf", "null", 0, None, None, None, "running", None, None, 0.0, None)
+    return (run_id, "m:wf", "null", 0, None, None, None, "running", None, None, 0.0, None, None)
 
 
 def view_row(run_id, e):
@@ -227,7 +227,8 @@ def test_memory_crash_keeps_what_the_mode_committed_like_a_file(tmp_path, mode):
             assert engine.run("done").status == "completed"
             kept = engine.store.fetch("SELECT count(*) FROM events WHERE run_id = 'wait'")
             assert kept == [(0 if mode == "exit" else 2,)]     # 'first', the wait's start
-            assert engine.run("wait").status == "running"      # its start was kept
+            # exit mode kept only its start; sync also committed that it waits
+            assert engine.run("wait").status == ("running" if mode == "exit" else "waiting")
             crashed = dump(engine)
             engine.signal("wait", "go", 5)
             engine.run_until_idle()
@@ -247,13 +248,13 @@ def test_ends_of_runs_flushed_while_running_are_applied(ends):
         for run_id in ids:
             engine.start(waits, 1, run_id=run_id)
         engine.run_until_idle()
-        assert engine.store.fetch("SELECT DISTINCT status FROM runs") == [("running",)]
+        assert engine.store.fetch("SELECT DISTINCT status FROM runs") == [("waiting",)]
         engine.start(steps, 2, run_id="fresh")   # its start and end meet in the queue
         for i, run_id in enumerate(ids):
             engine.signal(run_id, "go", "boom" if i == 1 else i)
         engine.run_until_idle()
         raw = engine.store.con.execute("SELECT DISTINCT status FROM runs").fetchall()
-        assert raw == [("running",)]           # the ends still wait in the queue
+        assert raw == [("waiting",)]           # the ends still wait in the queue
         rows = engine.store.fetch("SELECT run_id, status, result, error IS NOT NULL, ended_at "
                                   "FROM runs ORDER BY run_id")
     expected = [(r, "failed", None, True, 0.0) if i == 1 else
