@@ -59,6 +59,9 @@ STATUSES = ("running", "waiting", "diverged") + FINAL
 #: registered name ever runs (by `start()`, `Engine(workflows=...)` or `@dl.workflow`): a
 #: store is data, and a name a store row holds is never looked up anywhere else.
 _REGISTRY: dict[str, Callable] = {}
+#: What each registered name's module held under it at registration: a later change there
+#: is a notebook cell redefining the workflow (see Engine._use_current_definition).
+_SEEN: dict[str, Callable | None] = {}
 #: Open engines, so a new registration reaches runs they hold.
 _LIVE: "weakref.WeakSet[Engine]" = weakref.WeakSet()
 #: The engine holding each file (by real path): one per file per process.
@@ -91,6 +94,7 @@ def _register(fn: Callable, stacklevel: int) -> str:
     name = workflow_name(fn)
     old = _REGISTRY.get(name)
     _REGISTRY[name] = fn
+    _SEEN[name] = _current_definition(name)
     if old is not fn:
         switched = [run_id for engine in list(_LIVE) for run_id in engine._adopt(name, fn)]
         if switched:
@@ -952,8 +956,9 @@ class Engine:
         if name not in self._definitions:
             self._definitions[name] = _current_definition(name)
         fn = self._definitions[name]
-        if fn is None or fn is state.fn or state.run_id in self._run_fns:
-            return
+        if fn is None or fn is _SEEN.get(name) or fn is state.fn \
+                or state.run_id in self._run_fns:
+            return   # the module's name still holds what it held when last registered
         if _REGISTRY.get(name) is not fn:
             _register(fn, stacklevel=5)   # every open engine's runs switch, warned once
         else:   # registered already, by a path that did not reach this engine's runs

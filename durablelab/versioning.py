@@ -391,9 +391,9 @@ def _runs_in_store(name: str, path: Path) -> list[tuple]:
                            "ORDER BY e.run_id, e.position", [name]).fetchall()
         attempts = con.execute(
             "SELECT a.run_id, a.position, a.activity FROM attempts a JOIN runs r USING "
-            "(run_id) WHERE r.workflow = ? AND r.status IN ('running', 'diverged') AND NOT "
-            "EXISTS (SELECT 1 FROM event_log e WHERE e.run_id = a.run_id AND e.position = "
-            "a.position) ORDER BY a.run_id, a.position, a.attempt", [name]).fetchall()
+            "(run_id) WHERE r.workflow = ? AND r.status IN ('running', 'waiting', 'diverged') "
+            "AND NOT EXISTS (SELECT 1 FROM event_log e WHERE e.run_id = a.run_id AND "
+            "e.position = a.position) ORDER BY a.run_id, a.position, a.attempt", [name]).fetchall()
     finally:
         con.close()
     histories: dict[str, list] = {run[0]: [] for run in runs}
