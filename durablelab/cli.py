@@ -166,10 +166,10 @@ def _runs(args) -> int:
         print(f"no runs in {args.db}")
         return 0
     table = pd.DataFrame(
-        [(r.run_id, r.workflow, r.status, r.started_at, r.ended_at, r.seed, r.parent_run_id)
-         for r in runs],
+        [(r.run_id, r.workflow, r.status, r.started_at, r.ended_at, r.seed, r.parent_run_id,
+          r.waiting_on, r.waiting_until) for r in runs],
         columns=["run_id", "workflow", "status", "started_at", "ended_at", "seed",
-                 "parent_run_id"])
+                 "parent_run_id", "waiting_on", "waiting_until"])
     with pd.option_context("display.width", 160, "display.max_columns", 20):
         print(table.to_string(index=False))
     return 0

@@ -45,7 +45,7 @@ from .retry import Overrides
 from .guard import Guard
 from .journal import JOURNALS
 from .records import (AttemptRecord, CrashRecord, FaultRecord, RunEnd, RunRecord,
-                      SignalRecord, WakeupRecord, as_records)
+                      SignalRecord, WakeupRecord, as_records, waiting_columns)
 from .snapshot import (AttemptRow, CrashFault, CrashRow, EventRow, InFlight, RunSnapshot,
                        WakeupRow)
 from .store import EVENT_COLS, UNFINISHED, Store, event_row
@@ -176,6 +176,11 @@ class RunState:
             self.timeout, self.budget, self.forked_from, self.overrides = _options(
                 self.options_json)
 
+    def waiting_detail(self) -> dict | None:
+        """What the run waits on ({on, name, position, since, until}) while it is stored
+        'waiting'; None otherwise."""
+        return json.loads(self.parked) if self.status == "waiting" and self.parked else None
+
     def input(self) -> Any:
         """The run's input, decoded afresh for each wake-up (the code may change it): a
         copy of the decoded value when that is flat (`history.kept`), else parsed again."""
@@ -215,7 +220,8 @@ def snapshot_of(state: RunState, crash_rows: list[CrashRecord]) -> RunSnapshot:
         inflight=None if o is None else InFlight(o["position"], o["name"], o["attempt"],
                                                  o["started_at"]),
         wakeups=tuple(WakeupRow(*row[1:]) for row in state.wakeups),
-        crashes=tuple(CrashRow(*row) for row in crash_rows))
+        crashes=tuple(CrashRow(*row) for row in crash_rows),
+        waiting=state.waiting_detail())
 
 
 @functools.lru_cache(maxsize=1024)
@@ -251,15 +257,6 @@ def _statuses(status) -> tuple:
             f"status={status!r} names no run status; use one of "
             f"{', '.join(map(repr, STATUSES))}, or a list of them"))
     return given
-
-
-def _waiting_columns(parked: str | None) -> tuple:
-    """(waiting_on, waiting_until) of a run's stored `waiting` JSON, for `runs()`."""
-    if parked is None:
-        return None, None
-    wait = json.loads(parked)
-    on = wait["on"] if wait["on"] == "timer" else f"{wait['on']}:{wait['name']}"
-    return on, wait["until"]
 
 
 def _location(exc: BaseException) -> str | None:
@@ -523,7 +520,7 @@ class Engine:
         for s in self._runs.values():
             if wanted is not None and s.status not in wanted:
                 continue
-            on, until = _waiting_columns(s.parked if s.status == "waiting" else None)
+            on, until = waiting_columns(s.waiting_detail())
             rows.append((s.run_id, s.workflow, s.status, s.started_at, s.ended_at, s.seed,
                          s.parent_run_id, s.forked_from, on, until))
         return pd.DataFrame(rows, columns=[

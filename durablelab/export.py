@@ -119,7 +119,7 @@ REQUIRED_COLUMNS = {
 RUN_FIELDS = {"run_id": "str", "workflow": "str", "status": "str", "input": "json",
               "result": "json", "error": "object?", "seed": "int?", "started_at": "num",
               "ended_at": "num?", "parent_run_id": "str?", "source": "str", "notes": "list",
-              "frames": "object"}
+              "frames": "object", "waiting": "object?"}
 HEADER_FIELDS = {"format": "str", "version": "int", "created_by": "str", "runs": "int"}
 # Dtypes a load restores after inference: nullable integers, numbers and pandas' "string".
 # Everything else is re-inferred from the values, exactly as `Run.from_snapshot` builds the
@@ -220,6 +220,7 @@ def _records(runs: list[Run]) -> list[tuple[str, str | None, int, dict]]:
     items = [("header", None, 0, header)]
     for run in runs:
         frames = {name: getattr(run, name) for name in FRAMES}
+        waiting = {} if run.waiting is None else {"waiting": run.waiting}
         items.append(("run", run.run_id, 0, {
             "run_id": run.run_id, "workflow": run.workflow, "status": run.status,
             "input": run.input, "result": run.result, "error": _error_json(run.error),
@@ -228,7 +229,7 @@ def _records(runs: list[Run]) -> list[tuple[str, str | None, int, dict]]:
             "source": run.source, "notes": list(run.notes),
             "frames": {name: {"columns": [str(c) for c in frame.columns],
                               "dtypes": [str(t) for t in frame.dtypes], "rows": len(frame)}
-                       for name, frame in frames.items()}}))
+                       for name, frame in frames.items()}, **waiting}))
         for name, record in FRAMES.items():
             columns = [str(c) for c in frames[name].columns]
             # One conversion per frame: itertuples would cost several times more.
@@ -565,7 +566,7 @@ class _Reader:
         self.header = data
 
     def read_run(self, line, run_id, data) -> None:
-        self.check_fields(line, data, RUN_FIELDS, "the run record")
+        self.check_fields(line, data, RUN_FIELDS, "the run record", optional=("waiting",))
         if run_id != data["run_id"]:
             raise self.fail(line, f"the record's run_id {run_id!r} differs from its data's "
                             f"{data['run_id']!r}")
@@ -629,7 +630,7 @@ class _Reader:
             error=None if data["error"] is None else error_from_json(data["error"]),
             seed=data["seed"], started_at=data["started_at"], ended_at=data["ended_at"],
             parent_run_id=data["parent_run_id"], source=data["source"],
-            notes=tuple(data["notes"]), **frames)
+            notes=tuple(data["notes"]), waiting=data.get("waiting"), **frames)
 
     def frame(self, run_id, name, rows, spec) -> pd.DataFrame:
         """The frame as `Run.from_snapshot` builds it: rows of plain values, dtypes inferred

@@ -112,3 +112,12 @@ def as_records(record: type, rows: list[tuple]) -> list:
     ``record._make`` does, without its per-row length check: a query names the columns."""
     new = tuple.__new__
     return [new(record, row) for row in rows]
+
+
+def waiting_columns(wait: dict | None) -> tuple:
+    """(waiting_on, waiting_until) of what a waiting run waits on (the `runs.waiting` JSON,
+    decoded): "timer", "retry:<activity>" or "signal:<name>", and the deadline or None."""
+    if wait is None:
+        return None, None
+    on = wait["on"] if wait["on"] == "timer" else f"{wait['on']}:{wait['name']}"
+    return on, wait["until"]

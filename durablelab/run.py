@@ -25,6 +25,8 @@ from typing import Any
 
 import pandas as pd
 
+from .records import waiting_columns
+
 HISTORY_COLUMNS = ["position", "kind", "name", "ok", "value", "digest", "recorded_at",
                    "attempt", "outcome", "error_class", "call_site", "args"]
 ATTEMPT_COLUMNS = ["position", "activity", "attempt", "started_at", "ended_at", "outcome",
@@ -58,6 +60,19 @@ class Run:
     #: whether this process has registered the run's workflow (an engine runs only those);
     #: None when no engine is behind the view (an export, an imported history).
     workflow_registered: bool | None = None
+    #: for a waiting run, what it waits on: {"on": "timer" | "retry" | "signal", "name",
+    #: "position", "since", "until"} (until: its deadline, or None); None otherwise.
+    waiting: dict | None = None
+
+    @property
+    def waiting_on(self) -> str | None:
+        """"timer", "retry:<activity>" or "signal:<name>" while the run waits; else None."""
+        return waiting_columns(self.waiting)[0]
+
+    @property
+    def waiting_until(self) -> float | None:
+        """The deadline of what the run waits on (None: none, or it is not waiting)."""
+        return waiting_columns(self.waiting)[1]
 
     @property
     def latest_at(self) -> float:
@@ -129,11 +144,12 @@ class Run:
             parent_run_id=snapshot.parent_run_id, history=history, attempts=attempts,
             wakeups=pd.DataFrame(list(snapshot.wakeups), columns=WAKEUP_COLUMNS),
             crashes=pd.DataFrame(list(snapshot.crashes), columns=CRASH_COLUMNS),
-            workflow_registered=snapshot.workflow_registered)
+            workflow_registered=snapshot.workflow_registered, waiting=snapshot.waiting)
 
     def __repr__(self) -> str:
         outcome = (f"result={self.result!r}" if self.status == "completed"
-                   else f"error={type(self.error).__name__}" if self.error is not None else "")
+                   else f"error={type(self.error).__name__}" if self.error is not None
+                   else f"on {self.waiting_on}" if self.waiting is not None else "")
         return (f"Run({self.run_id!r}, {self.workflow}, {self.status}, {outcome}, "
                 f"{len(self.history)} events, {len(self.attempts)} attempts, "
                 f"{len(self.wakeups)} wake-ups)").replace(", ,", ",")

@@ -128,6 +128,7 @@ class RunSnapshot:
     inflight: InFlight | None = None
     wakeups: tuple[WakeupRow, ...] = ()
     crashes: tuple[CrashRow, ...] = ()
+    waiting: dict | None = None    # a waiting run's {on, name, position, since, until}
 
     @property
     def input(self) -> Any:
