@@ -32,7 +32,7 @@ import weakref
 from types import MethodType
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from . import heartbeat
+from . import fastjson, heartbeat
 from . import history as h
 from .breaker import BreakerState
 from .context import Suspend
@@ -293,7 +293,7 @@ class AttemptRunner:
                 f"JSON-serialisable ({exc}); its effect already happened, but history can "
                 f"only hold JSON. Return plain data (a dict, list, str, number).",
                 cause_class="SerializationError"), None
-        return text, None, h.kept(result, text)
+        return text, None, fastjson.kept(result, text)
 
     def finish(self, state, cursor: h.Cursor, o: dict) -> Any:
         """Record an attempt's end: the activity's event, or a failed attempt and its retry.
@@ -310,7 +310,7 @@ class AttemptRunner:
             event = h.Event(position, h.ACTIVITY, name, h.digest_of(text), True,
                             o["value_json"], o["ended_at"], attempt, o["started_at"], "ok",
                             call_site=h.site(o["call_site"]), args=h.shown_args(text))
-            event.matched_args = h.matched_args(o["args"], o["kwargs"]) or json.loads(text)
+            event.matched_args = fastjson.matched_args(o["args"], o["kwargs"]) or json.loads(text)
             event.loaded = o["kept"]
             self.host._append(state, cursor, event)
             if state.faults is not None and state.faults.crashes():
@@ -355,7 +355,7 @@ class AttemptRunner:
                         json.dumps(failed.to_json()), o["ended_at"], attempt, o["started_at"],
                         outcome_of(error), error.error_class, error.message,
                         call_site=call_site, args=h.shown_args(text))
-        event.matched_args = h.matched_args(o["args"], o["kwargs"]) or json.loads(text)
+        event.matched_args = fastjson.matched_args(o["args"], o["kwargs"]) or json.loads(text)
         self.host._append(state, cursor, event)
         self._maybe_crash(state, "after_record", name, position, attempt)
         if burnt:

@@ -28,6 +28,7 @@ import weakref
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
+from . import fastjson
 from . import history as h
 from .activities import AttemptRunner, StopRun, WorkerCrash
 from .budget import Budget, Spend
@@ -187,11 +188,11 @@ class RunState:
         held = self.input_kept
         if held is None:
             value = json.loads(self.input_json)
-            self.input_kept = h.kept(value, self.input_json) or False
+            self.input_kept = fastjson.kept(value, self.input_json) or False
             return value
         if held is False:
             return json.loads(self.input_json)
-        return h.copied(held)
+        return fastjson.copied(held)
 
     def row(self) -> RunRecord:
         """The run's `runs` row as its start records it."""

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import NonDeterminismError, SerializationError, non_determinism
+from .fastjson import copied, fast_encoder, kept, matched_before
 
 # Event kinds. A kind is named after the ctx method that records it, so an error can say
 # "history recorded ctx.activity('charge')" in the words the learner wrote. The *_END kinds
@@ -36,36 +37,6 @@ _CANONICAL = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_n
 _COMPACT_ASCII = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False)
 _CANONICAL_ASCII = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False,
                                     sort_keys=True)
-
-
-def fast_encoder(encoder: json.JSONEncoder):
-    """``encoder.encode``, for the text of one small value at a time, at half the cost.
-
-    `JSONEncoder.encode` builds the C encoder again on every call, which costs as much as
-    encoding a step's arguments; this builds it once (without the circular-reference
-    check, which needs a fresh table per call). Only the successful path is taken here:
-    whatever this one raises (a circular or unencodable value), the value is encoded again
-    by `encoder` itself, so the error raised is exactly the one `encoder.encode` raises.
-    The same text either way: the C encoder is what `encode` runs for these options.
-    """
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None or encoder.indent is not None or encoder.check_circular is False:
-        return encoder.encode
-    strings = (json.encoder.encode_basestring_ascii if encoder.ensure_ascii
-               else json.encoder.encode_basestring)
-    once = make(None, encoder.default, strings, None, encoder.key_separator,
-                encoder.item_separator, encoder.sort_keys, encoder.skipkeys, encoder.allow_nan)
-    join, slow = "".join, encoder.encode
-
-    def encode(value: Any) -> str:
-        if type(value) is str:
-            return strings(value)
-        try:
-            return join(once(value, 0))
-        except Exception:   # RecursionError included: a circular value, said as encode says
-            return slow(value)
-
-    return encode
 
 
 _compact = fast_encoder(_COMPACT)
@@ -188,85 +159,6 @@ class Event:
         return {"kind": self.kind, "name": self.name, "digest": self.digest}
 
 
-_SCALARS = frozenset((str, int, float, bool, type(None)))
-_KEYS = frozenset((str,))
-_scalars_only = _SCALARS.issuperset   # of an iterable of types: all of them scalars
-
-
-def flat(value: Any) -> bool:
-    """Whether `value` is a JSON scalar, or a list or str-keyed dict of JSON scalars (exact
-    types, not subclasses): then a shallow copy of it is exactly its JSON round trip, and
-    costs a tenth of one."""
-    kind = type(value)
-    if kind in _SCALARS:
-        return True
-    if kind is list or kind is tuple:
-        return _scalars_only(map(type, value))
-    if kind is dict:
-        return _KEYS.issuperset(map(type, value)) and _scalars_only(map(type, value.values()))
-    return False
-
-
-def kept(value: Any, text: str) -> tuple | None:
-    """What `Event.loaded` holds of `value`, the JSON `text` encodes or decodes to, when
-    `value` is flat (see `flat`): a copy of its JSON round trip (a tuple becomes a list), so
-    the caller and every replay after get a copy (`copied`) instead of parsing the text;
-    else None. Also None when the text holds escaped surrogates (see `_storable`): that
-    round trip can be another value (a pair of them reads back as one character), so only
-    parsing the text gives what every replay will."""
-    kind = type(value)
-    if kind is tuple:
-        value, kind = list(value), list
-    if not flat(value) or "\\ud" in text:
-        return None
-    container = kind is list or kind is dict
-    return (value.copy() if container else value, container)
-
-
-def copied(held: tuple) -> Any:
-    """A fresh copy of what `kept` returned: what `json.loads` of the text would give."""
-    return held[0].copy() if held[1] else held[0]
-
-
-def matched_args(args: tuple, kwargs: dict) -> list | None:
-    """``json.loads(canonical(args, kwargs))`` without the text, when the arguments are
-    flat (see `flat`); else None. What `Event.matched_args` holds for replay to compare."""
-    if _scalars_only(map(type, args)) and (not kwargs or flat(kwargs)):
-        return [list(args), dict(kwargs)]
-    return None
-
-
-def same_json(value: Any, recorded: Any) -> bool:
-    """Whether `value` has the same JSON as `recorded` (a JSON-loaded structure): like ==,
-    except that 1, 1.0 and True differ, as their JSON does. A False here is only a reason to
-    compare digests, so it may be conservative; a True must be exact. (Replay asks this for
-    every recorded call, so scalars are compared inline rather than by recursion.)"""
-    kind = type(value)
-    if kind in _SCALARS:
-        return kind is type(recorded) and value == recorded
-    if kind is tuple:
-        kind = list
-    if kind is not type(recorded):
-        return False
-    if kind is list:
-        if len(value) != len(recorded):
-            return False
-        pairs = zip(value, recorded)
-    elif kind is dict:
-        if value.keys() != recorded.keys():
-            return False
-        pairs = ((v, recorded[k]) for k, v in value.items())
-    else:
-        return False
-    for v, r in pairs:
-        if type(v) in _SCALARS:
-            if type(v) is not type(r) or v != r:
-                return False
-        elif not same_json(v, r):
-            return False
-    return True
-
-
 def site(frame) -> str | None:
     """'file:line' of a frame (the workflow line that made a ctx call), or None."""
     if frame is None or isinstance(frame, str):
@@ -306,9 +198,10 @@ class Cursor:
 
         `call_site` is the frame of the ctx call (formatted only if an error needs it).
         `args` is None for requests without input (now, random, uuid). Raises
-        NonDeterminismError when the event at this position is a different request. Arguments
-        are compared first cheaply, against the arguments that last matched this event, and
-        only then by digest, which costs up to a millisecond for a large prompt.
+        NonDeterminismError when the event at this position is a different request: another
+        kind or name, or arguments whose digest differs from the recorded one. (Arguments
+        equal to the ones that last matched this event are known to match: see
+        `fastjson.matched_before`.)
         """
         position = self.position
         if position >= len(self.history):
@@ -321,16 +214,14 @@ class Cursor:
                                                        call_site, name)
             raise self.diverged(event, kind, name, None if text is None else digest_of(text),
                                 call_site, "different_call", text)
-        if args is not None and event.digest is not None:
-            matched = event.matched_args
-            if matched is None or not (same_json(args, matched[0]) and (
-                    same_json(kwargs, matched[1]) if kwargs or matched[1] else True)):
-                text = canonical(args, kwargs, f"ctx.{kind}", call_site, name)
-                requested = digest_of(text)
-                if requested != event.digest:
-                    raise self.diverged(event, kind, name, requested, call_site,
-                                        "different_arguments", text)
-                event.matched_args = json.loads(text)
+        if args is not None and event.digest is not None \
+                and not matched_before(event.matched_args, args, kwargs):
+            text = canonical(args, kwargs, f"ctx.{kind}", call_site, name)
+            requested = digest_of(text)
+            if requested != event.digest:
+                raise self.diverged(event, kind, name, requested, call_site,
+                                    "different_arguments", text)
+            event.matched_args = json.loads(text)
         self.position = position + 1      # self.take(), inline
         self.replayed += 1
         return event

@@ -213,7 +213,7 @@ def test_arguments_equal_in_python_but_not_in_json_diverge(engine, recorded, req
 
 
 def test_same_json_is_exact():
-    from durablelab.history import same_json
+    from durablelab.fastjson import same_json
     assert same_json([("a", 1), {"k": [1.5, None]}], [["a", 1], {"k": [1.5, None]}])
     assert not same_json([1], [1.0]) and not same_json([True], [1])
     assert not same_json({"a": 1}, {"a": 1, "b": 2})
