@@ -262,7 +262,7 @@ class AttemptRunner:
 
     def _call(self, state, req: dict, position: int, previous):
         """Call the activity function; returns (value_json, error, kept): `kept` is what
-        `Event.loaded` may hold of the value (see `history.kept`), so the caller gets its
+        `Event.loaded` may hold of the value (see `fastjson.kept`), so the caller gets its
         copy instead of parsing the JSON just written."""
         fn, name = req["fn"], req["name"]
         kwargs = req["kwargs"]

@@ -184,7 +184,7 @@ class RunState:
 
     def input(self) -> Any:
         """The run's input, decoded afresh for each wake-up (the code may change it): a
-        copy of the decoded value when that is flat (`history.kept`), else parsed again."""
+        copy of the decoded value when that is flat (`fastjson.kept`), else parsed again."""
         held = self.input_kept
         if held is None:
             value = json.loads(self.input_json)
