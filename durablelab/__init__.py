@@ -16,38 +16,75 @@ a replay, not a repeated side effect.
     engine.run(run_id).result          # 'hello ada'
 """
 
-from . import agents, exercises, faults, sim, versioning, viz
-from .clock import VirtualClock, WallClock
-from .context import Context, Saga
-from .diagnose import Diagnosis, diagnose
+import sys
+import types
+
+# The core is imported here; the lab tools, importers, lessons' helpers and views load on
+# first use (PEP 562 `__getattr__` below), so `import durablelab` costs the engine only.
+from . import faults
 from .breaker import CircuitBreaker
 from .budget import Budget
+from .clock import VirtualClock, WallClock
+from .context import Context, Saga
 from .engine import Engine, workflow
 from .errors import (ActivityFailed, AgentConfigError, BudgetExceeded, CompensationFailed,
                      ConfigError, DeterminismGuardError, DuplicateRunError, DurableLabError,
-                     ModelOutputError, NonDeterminismError, NonRetryable, PolicyError,
-                     RateLimited, ReadOnlyEngineError, ReplayCheckError, RunFinishedError,
-                     RunNotFoundError, RunTimedOut, SerializationError, StoreFormatError,
-                     StoreLockedError, SweepError, Transient, UnknownWorkflowWarning, WorkflowError,
+                     HeartbeatError, HeartbeatIgnoredWarning, ModelOutputError,
+                     NonDeterminismError, NonRetryable, PolicyError, RateLimited,
+                     ReadOnlyEngineError, ReplayCheckError, RunFinishedError, RunNotFoundError,
+                     RunTimedOut, SerializationError, StoreFormatError, StoreLockedError,
+                     SweepError, Transient, UnknownWorkflowWarning, WorkflowError,
                      WorkflowRedefinedWarning)
 from .faults import FaultPlan
-from .retry import RetryPolicy, classify, next_delay
-from .compare import compare
-from .amplification import retry_amplification
-from .counterfactual import counterfactual, failures_plan
-from .crashes import CrashReport, explore_crashes
-from . import matrix
-from .matrix import FaultMatrix, fault_matrix
-from .export import ExportFormatError, export, load
-from .run import Run
-from .structured import ask_structured, structured
-from .backends.dbos_import import from_dbos
-from .experiments import Experiment, sweep
-from .presets import presets
-from .versioning import ReplayReport, replay_check
-from .temporal import TemporalHistoryError, TemporalRunEnded, decode_payloads, load_temporal
 from .heartbeat import heartbeat, last_heartbeat
-from .errors import HeartbeatError, HeartbeatIgnoredWarning
+from .retry import RetryPolicy, classify, next_delay
+
+#: name -> the module that defines it ("" for a sub-module of the same name).
+_LAZY = {
+    "agents": "", "exercises": "", "sim": "", "versioning": "", "viz": "", "matrix": "",
+    "Run": ".run", "Diagnosis": ".diagnose", "diagnose": ".diagnose",
+    "compare": ".compare", "retry_amplification": ".amplification",
+    "counterfactual": ".counterfactual", "failures_plan": ".counterfactual",
+    "CrashReport": ".crashes", "explore_crashes": ".crashes",
+    "FaultMatrix": ".matrix", "fault_matrix": ".matrix",
+    "ExportFormatError": ".export", "export": ".export", "load": ".export",
+    "ask_structured": ".structured", "structured": ".structured",
+    "from_dbos": ".backends.dbos_import", "Experiment": ".experiments", "sweep": ".experiments",
+    "presets": ".presets", "ReplayReport": ".versioning", "replay_check": ".versioning",
+    "TemporalHistoryError": ".temporal", "TemporalRunEnded": ".temporal",
+    "decode_payloads": ".temporal", "load_temporal": ".temporal",
+}
+
+
+def __getattr__(name: str):
+    """Load a lab tool, importer or view the first time it is used (see `_LAZY`)."""
+    import importlib
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module 'durablelab' has no attribute {name!r}")
+    module = importlib.import_module(where or f".{name}", __name__)
+    value = module if not where else getattr(module, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+
+
+class _Package(types.ModuleType):
+    """Python binds a submodule to its package when it is first imported: `durablelab.export`
+    would then hide the function `dl.export`. Where a public name shares its module's name,
+    the package keeps the name's own value instead."""
+
+    def __setattr__(self, name, value):
+        if isinstance(value, types.ModuleType) and _LAZY.get(name) == f".{name}":
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+
 
 from .version import __version__  # noqa: E402 (kept in one place; see version.py)
 

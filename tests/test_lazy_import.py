@@ -1,0 +1,45 @@
+"""`import durablelab` loads the core only; every public name is still there on first use."""
+
+import subprocess
+import sys
+
+import durablelab as dl
+
+
+def _fresh(code: str) -> str:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def test_import_loads_the_core_only():
+    loaded = _fresh("import sys, durablelab; print(' '.join(sorted(sys.modules)))").split()
+    ours = [m for m in loaded if m.startswith("durablelab")]
+    for lab in ("durablelab.agents", "durablelab.exercises", "durablelab.experiments",
+                "durablelab.backends", "durablelab.viz", "durablelab.temporal",
+                "durablelab.examples", "durablelab.versioning"):
+        assert not any(m == lab or m.startswith(lab + ".") for m in ours), lab
+    assert "pandas" not in loaded and "matplotlib" not in loaded
+    assert len(ours) <= 25, ours
+
+
+def test_every_public_name_resolves():
+    for name in dl.__all__:
+        assert getattr(dl, name) is not None, name
+    assert set(dl.__all__) <= set(dir(dl))
+
+
+def test_a_name_its_module_shares_stays_the_function():
+    out = _fresh("import durablelab as dl, durablelab.export, durablelab.diagnose, "
+                 "durablelab.compare\n"
+                 "print(callable(dl.export), callable(dl.diagnose), callable(dl.compare), "
+                 "type(dl.viz).__name__)")
+    assert out == "True True True module"
+
+
+def test_an_unknown_name_is_an_attribute_error():
+    try:
+        dl.no_such_thing
+    except AttributeError as exc:
+        assert "no_such_thing" in str(exc)
+    else:
+        raise AssertionError("dl.no_such_thing resolved")
