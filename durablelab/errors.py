@@ -118,6 +118,13 @@ class NonDeterminismError(DurableLabError):
     fields = ("run_id", "workflow", "position", "recorded", "requested", "call_site",
               "reason", "hint", "recorded_args", "requested_args")
 
+    @property
+    def table(self) -> str:
+        """The two sides side by side, as the message shows them: a row for what history
+        recorded and one for what the code requested (kind, name, arguments, digest)."""
+        return divergence_table(self.recorded, self.requested, self.recorded_args,
+                                self.requested_args)
+
 
 class WorkflowError(DurableLabError):
     """Workflow code itself raised (not an activity). The run fails at once; it is not
@@ -638,16 +645,21 @@ def _with_source(call_site: str | None) -> str | None:
     return f"{call_site}\n             {code}" if code else call_site
 
 
-def non_determinism(run_id, workflow, position, recorded, requested, call_site, reason,
-                    remaining=None, recorded_args=None,
-                    requested_args=None) -> NonDeterminismError:
-    what, hint = _DIVERGENCE[reason]
+def divergence_table(recorded, requested, recorded_args=None, requested_args=None) -> str:
+    """What history recorded against what the code requested, one aligned row each."""
     rows = [("", "kind", "name", "arguments", "input digest"),
             ("recorded:", *_side(recorded, "(nothing)", recorded_args)),
             ("requested:", *_side(requested, "(the code returned)", requested_args))]
     widths = [max(len(str(r[i])) for r in rows) for i in range(5)]
-    table = "\n".join("  " + "  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()
-                      for r in rows)
+    return "\n".join("  " + "  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()
+                     for r in rows)
+
+
+def non_determinism(run_id, workflow, position, recorded, requested, call_site, reason,
+                    remaining=None, recorded_args=None,
+                    requested_args=None) -> NonDeterminismError:
+    what, hint = _DIVERGENCE[reason]
+    table = divergence_table(recorded, requested, recorded_args, requested_args)
     extra = f" ({remaining} event(s) left unreplayed)" if reason == "history_not_consumed" else ""
     message = (
         f"Non-determinism in run {run_id!r} (workflow {workflow}) at history position "

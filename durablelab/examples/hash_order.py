@@ -73,7 +73,8 @@ def _step(db: str, names: str, step: str) -> dict:
                 "hash_seed": os.environ.get("PYTHONHASHSEED"), "status": run.status,
                 "steps": [json.loads(a)[0][0] for a in run.history["args"][:-1]],
                 "error": None if err is None else err.to_json(),
-                "message": None if err is None else str(err)}
+                "message": None if err is None else str(err),
+                "table": getattr(err, "table", None)}
     return seen
 
 
@@ -82,7 +83,7 @@ def runs_under_seeds(workflows, seeds: tuple[int, int], db) -> dict[str, tuple[d
     PYTHONHASHSEED ``seeds[0]``, then open the same store in a process with ``seeds[1]`` and
     let it replay them. Returns, per name, what each process saw: ``{"hash_seed", "status",
     "steps" (the arguments of the steps its history holds), "error" (the error's to_json()
-    or None), "message"}``. Two processes for all of them: each costs an import of
+    or None), "message", "table" (a divergence's `NonDeterminismError.table`)}``. Two processes for all of them: each costs an import of
     durablelab."""
     workflows = [workflows] if isinstance(workflows, str) else list(workflows)
     unknown = [name for name in workflows if name not in WORKFLOWS]
