@@ -97,8 +97,29 @@ def _store(path: str):
                             "it; `durablelab export` works on any copy that opens") from None
 
 
+def _experiment(path: str):
+    """The `Experiment` a file holds (`Experiment.export`, `durablelab sweep`), or None for
+    a store or exported runs."""
+    if _kind(path) == "duckdb":
+        return None
+    from .experiments.io import is_experiment_file
+    return _load(path) if is_experiment_file(Path(path)) else None
+
+
+_EXPERIMENT = ("this is an exported experiment (a sweep's table: a row of metrics per run, no "
+               "run histories)")
+
+
+def _no_histories(path: str, wanted: str) -> DurableLabError:
+    """The one-line refusal of a command that needs run histories, given an experiment."""
+    return command_error(
+        path, f"{_EXPERIMENT}, so there is no {wanted} here",
+        f"`durablelab runs {shlex.quote(path)}` lists its rows; to see one run, make it again "
+        f"in Python: dl.load(path).runs(workflow=..., world=...)[run_id]")
+
+
 def _all_runs(path: str) -> list:
-    """Every run of a DuckDB store or an export, as `Run` views."""
+    """Every run of a DuckDB store or an export of runs, as `Run` views."""
     if _kind(path) == "duckdb":
         with _store(path) as engine:
             return [engine.run(run_id) for run_id in engine.runs()["run_id"]]
@@ -123,8 +144,10 @@ def _no_run(path: str, run_id: str, known: list[str]) -> DurableLabError:
                          f"{shown}; `durablelab runs {shlex.quote(path)}` lists them")
 
 
-def _find_run(path: str, run_id: str):
-    """One run of a DuckDB store or an export."""
+def _find_run(path: str, run_id: str, wanted: str):
+    """One run of a DuckDB store or an export (`wanted`: what the command shows of it)."""
+    if _experiment(path) is not None:
+        raise _no_histories(path, wanted)
     if _kind(path) == "duckdb":
         with _store(path) as engine:
             known = list(engine.runs()["run_id"])
@@ -159,8 +182,11 @@ def _output(path: str, what: str, suffixes: tuple[str, ...] = ()) -> Path:
 
 
 def _runs(args) -> int:
-    """List the runs in a DuckDB store or an export."""
+    """List the runs in a DuckDB store or an export (of runs, or of a sweep's experiment)."""
     import pandas as pd
+    experiment = _experiment(args.db)
+    if experiment is not None:
+        return _experiment_rows(args.db, experiment)
     runs = _all_runs(args.db)
     if not runs:
         print(f"no runs in {args.db}")
@@ -175,10 +201,23 @@ def _runs(args) -> int:
     return 0
 
 
+def _experiment_rows(path: str, experiment) -> int:
+    """An exported experiment's rows: one per run, with the cell and the metrics."""
+    import pandas as pd
+    frame = experiment.frame
+    columns = ["run_id", "status", "policy", "fault_plan", "seed", "input",
+               "virtual_duration", "attempts", "retries", "error"]
+    with pd.option_context("display.width", 160, "display.max_columns", 20):
+        print(frame[columns].to_string(index=False) if len(frame) else "no runs")
+    print(f"\n{len(frame)} run(s) of {experiment.spec['workflow']} in an exported experiment "
+          f"(a row of metrics per run, no histories); dl.load({str(path)!r}) gives it back")
+    return 0
+
+
 def _show(args) -> int:
     """Show one run: status, result or error, history and attempts."""
     import pandas as pd
-    run = _find_run(args.db, args.run)
+    run = _find_run(args.db, args.run, "history to show")
     print(run)
     if run.error is not None:
         print(f"\n{run.error}")
@@ -197,16 +236,26 @@ def _timeline(args) -> int:
         raise _Usage(f"--dpi {args.dpi}: give a resolution from 10 to 1200 dots per inch")
     out = _output(args.output, "image",
                   (".png", ".svg", ".pdf", *sorted(formats - {".png", ".svg", ".pdf"})))
-    run = _find_run(args.db, args.run)
+    run = _find_run(args.db, args.run, "timeline to draw")
     run.timeline().savefig(out, dpi=args.dpi, bbox_inches="tight")
     print(f"wrote {out}")
     return 0
 
 
 def _export(args) -> int:
-    """Write the runs of a DuckDB store (or of an export) to JSON Lines or Parquet."""
+    """Write the runs of a DuckDB store (or of an export) to JSON Lines or Parquet; an
+    exported experiment is converted whole."""
     from .export import export
     out = _output(args.output, "export", (".jsonl", ".parquet"))
+    experiment = _experiment(args.source)
+    if experiment is not None and args.run:
+        raise command_error(args.source, f"{_EXPERIMENT}: --run picks runs from a store or "
+                            f"an export of runs", "Leave out --run to convert the experiment "
+                            f"whole; `durablelab runs {shlex.quote(args.source)}` lists its rows")
+    if experiment is not None:   # converted whole, as Experiment.export writes it
+        path = experiment.export(out)
+        print(f"wrote the experiment ({len(experiment.frame)} run(s)) to {path}")
+        return 0
     runs = _all_runs(args.source)
     if args.run:
         known = [r.run_id for r in runs]
@@ -230,6 +279,8 @@ def _replay_check(args) -> int:
                      f"durablelab.examples.onboarding:onboard_vendor")
     if not Path(args.source).is_file():
         raise _Usage(f"no such file: {args.source} (give --from a DuckDB store or an export)")
+    if _experiment(args.source) is not None:
+        raise _no_histories(args.source, "history to replay")
     sys.path.insert(0, os.getcwd())   # as `python -m` would: the user's own modules import
     try:
         fn = importlib.import_module(module)
