@@ -4,13 +4,16 @@
     durablelab lessons            list the lessons: number, title, minutes
     durablelab demo [--db PATH]   run the vendor onboarding example through a 429, a broken
                                   model answer and a worker crash; leave its store at PATH
-    durablelab runs DB            list the runs in a DuckDB store or an export
+    durablelab runs DB            list the runs in a DuckDB store or an export (an exported
+                                  experiment: its rows)
     durablelab show RUN --db DB   one run: status, result or error, history, attempts
     durablelab timeline RUN --db DB -o FILE.png
                                   draw one run's timeline to an image
     durablelab export DB -o OUT   write runs to OUT.jsonl or OUT.parquet
     durablelab sweep CONFIG --out DIR
-                                  run the sweep a TOML/JSON config describes (resumable)
+                                  run the sweep a TOML/JSON config describes (resumable): it
+                                  runs only a registered workflow (durablelab/experiments/
+                                  config.py says what a config may do)
     durablelab replay-check --workflow module:function --from FILE
                                   replay recorded runs against today's code, running no
                                   activity: exit 1 if any diverges (a CI step before a deploy)
@@ -329,7 +332,9 @@ def _lab(args) -> int:
 def _sweep(args) -> int:
     """Run the sweep a TOML or JSON config describes (workflow, inputs, policies, plans,
     seeds): DIR gets results.duckdb (the same command again resumes it) and an export,
-    experiment.jsonl, that dl.load reads back. See datasets/experiments/."""
+    experiment.jsonl, that dl.load reads back. A config runs only a workflow its module
+    registers (@dl.workflow) and reads plan files in its own folder only. See
+    datasets/experiments/."""
     from .experiments.config import run
     experiment, exported = run(args.config, args.out)
     columns = ["policy", "fault_plan", "runs", "success_rate", "success_low", "success_high",
