@@ -326,3 +326,11 @@ def test_export_converts_an_experiment_whole(experiment_files, tmp_path, capsys)
 def test_replay_check_of_an_experiment_names_what_it_is(experiment_files):
     with pytest.raises(dl.ExportFormatError, match="this is an exported experiment"):
         dl.replay_check(surrogate_flow_no_wait, experiment_files[1][0])
+
+
+def test_a_module_that_fails_to_import_is_one_line_naming_file_and_key(tmp_path, capsys):
+    name = module_beside(tmp_path, "raise RuntimeError('no network here')\n")
+    cfg = write(tmp_path, {"workflow": f"{name}:flow", "inputs": [1]})
+    assert "RuntimeError: no network here" in str(refused(cfg, "workflow"))
+    assert main(["sweep", str(cfg), "--out", str(tmp_path / "out")]) == 1
+    assert f"{cfg}: workflow: cannot import" in one_line(capsys)

@@ -251,8 +251,9 @@ def _import(path, key, target):
         sys.path.append(folder)
     try:
         importlib.import_module(module_name)
-    except ImportError as exc:
-        raise _fail(path, key, KEYS[key], f"cannot import {module_name!r} ({exc})") from None
+    except Exception as exc:   # ImportError, or whatever the module itself raised
+        problem = exc if isinstance(exc, ImportError) else f"{type(exc).__name__}: {exc}"
+        raise _fail(path, key, KEYS[key], f"cannot import {module_name!r} ({problem})") from None
     finally:
         if added:
             sys.path.remove(folder)
