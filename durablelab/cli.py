@@ -4,13 +4,16 @@
     durablelab lessons            list the lessons: number, title, minutes
     durablelab demo [--db PATH]   run the vendor onboarding example through a 429, a broken
                                   model answer and a worker crash; leave its store at PATH
-    durablelab runs DB            list the runs in a DuckDB store or an export
+    durablelab runs DB            list the runs in a DuckDB store or an export (an exported
+                                  experiment: its rows)
     durablelab show RUN --db DB   one run: status, result or error, history, attempts
     durablelab timeline RUN --db DB -o FILE.png
                                   draw one run's timeline to an image
     durablelab export DB -o OUT   write runs to OUT.jsonl or OUT.parquet
     durablelab sweep CONFIG --out DIR
-                                  run the sweep a TOML/JSON config describes (resumable)
+                                  run the sweep a TOML/JSON config describes (resumable): it
+                                  runs only a registered workflow (durablelab/experiments/
+                                  config.py says what a config may do)
     durablelab replay-check --workflow module:function --from FILE
                                   replay recorded runs against today's code, running no
                                   activity: exit 1 if any diverges (a CI step before a deploy)
@@ -97,8 +100,29 @@ def _store(path: str):
                             "it; `durablelab export` works on any copy that opens") from None
 
 
+def _experiment(path: str):
+    """The `Experiment` a file holds (`Experiment.export`, `durablelab sweep`), or None for
+    a store or exported runs."""
+    if _kind(path) == "duckdb":
+        return None
+    from .experiments.io import is_experiment_file
+    return _load(path) if is_experiment_file(Path(path)) else None
+
+
+_EXPERIMENT = ("this is an exported experiment (a sweep's table: a row of metrics per run, no "
+               "run histories)")
+
+
+def _no_histories(path: str, wanted: str) -> DurableLabError:
+    """The one-line refusal of a command that needs run histories, given an experiment."""
+    return command_error(
+        path, f"{_EXPERIMENT}, so there is no {wanted} here",
+        f"`durablelab runs {shlex.quote(path)}` lists its rows; to see one run, make it again "
+        f"in Python: dl.load(path).runs(workflow=..., world=...)[run_id]")
+
+
 def _all_runs(path: str) -> list:
-    """Every run of a DuckDB store or an export, as `Run` views."""
+    """Every run of a DuckDB store or an export of runs, as `Run` views."""
     if _kind(path) == "duckdb":
         with _store(path) as engine:
             return [engine.run(run_id) for run_id in engine.runs()["run_id"]]
@@ -123,8 +147,10 @@ def _no_run(path: str, run_id: str, known: list[str]) -> DurableLabError:
                          f"{shown}; `durablelab runs {shlex.quote(path)}` lists them")
 
 
-def _find_run(path: str, run_id: str):
-    """One run of a DuckDB store or an export."""
+def _find_run(path: str, run_id: str, wanted: str):
+    """One run of a DuckDB store or an export (`wanted`: what the command shows of it)."""
+    if _experiment(path) is not None:
+        raise _no_histories(path, wanted)
     if _kind(path) == "duckdb":
         with _store(path) as engine:
             known = list(engine.runs()["run_id"])
@@ -159,8 +185,11 @@ def _output(path: str, what: str, suffixes: tuple[str, ...] = ()) -> Path:
 
 
 def _runs(args) -> int:
-    """List the runs in a DuckDB store or an export."""
+    """List the runs in a DuckDB store or an export (of runs, or of a sweep's experiment)."""
     import pandas as pd
+    experiment = _experiment(args.db)
+    if experiment is not None:
+        return _experiment_rows(args.db, experiment)
     runs = _all_runs(args.db)
     if not runs:
         print(f"no runs in {args.db}")
@@ -175,10 +204,23 @@ def _runs(args) -> int:
     return 0
 
 
+def _experiment_rows(path: str, experiment) -> int:
+    """An exported experiment's rows: one per run, with the cell and the metrics."""
+    import pandas as pd
+    frame = experiment.frame
+    columns = ["run_id", "status", "policy", "fault_plan", "seed", "input",
+               "virtual_duration", "attempts", "retries", "error"]
+    with pd.option_context("display.width", 160, "display.max_columns", 20):
+        print(frame[columns].to_string(index=False) if len(frame) else "no runs")
+    print(f"\n{len(frame)} run(s) of {experiment.spec['workflow']} in an exported experiment "
+          f"(a row of metrics per run, no histories); dl.load({str(path)!r}) gives it back")
+    return 0
+
+
 def _show(args) -> int:
     """Show one run: status, result or error, history and attempts."""
     import pandas as pd
-    run = _find_run(args.db, args.run)
+    run = _find_run(args.db, args.run, "history to show")
     print(run)
     if run.error is not None:
         print(f"\n{run.error}")
@@ -197,16 +239,26 @@ def _timeline(args) -> int:
         raise _Usage(f"--dpi {args.dpi}: give a resolution from 10 to 1200 dots per inch")
     out = _output(args.output, "image",
                   (".png", ".svg", ".pdf", *sorted(formats - {".png", ".svg", ".pdf"})))
-    run = _find_run(args.db, args.run)
+    run = _find_run(args.db, args.run, "timeline to draw")
     run.timeline().savefig(out, dpi=args.dpi, bbox_inches="tight")
     print(f"wrote {out}")
     return 0
 
 
 def _export(args) -> int:
-    """Write the runs of a DuckDB store (or of an export) to JSON Lines or Parquet."""
+    """Write the runs of a DuckDB store (or of an export) to JSON Lines or Parquet; an
+    exported experiment is converted whole."""
     from .export import export
     out = _output(args.output, "export", (".jsonl", ".parquet"))
+    experiment = _experiment(args.source)
+    if experiment is not None and args.run:
+        raise command_error(args.source, f"{_EXPERIMENT}: --run picks runs from a store or "
+                            f"an export of runs", "Leave out --run to convert the experiment "
+                            f"whole; `durablelab runs {shlex.quote(args.source)}` lists its rows")
+    if experiment is not None:   # converted whole, as Experiment.export writes it
+        path = experiment.export(out)
+        print(f"wrote the experiment ({len(experiment.frame)} run(s)) to {path}")
+        return 0
     runs = _all_runs(args.source)
     if args.run:
         known = [r.run_id for r in runs]
@@ -230,6 +282,8 @@ def _replay_check(args) -> int:
                      f"durablelab.examples.onboarding:onboard_vendor")
     if not Path(args.source).is_file():
         raise _Usage(f"no such file: {args.source} (give --from a DuckDB store or an export)")
+    if _experiment(args.source) is not None:
+        raise _no_histories(args.source, "history to replay")
     sys.path.insert(0, os.getcwd())   # as `python -m` would: the user's own modules import
     try:
         fn = importlib.import_module(module)
@@ -278,7 +332,9 @@ def _lab(args) -> int:
 def _sweep(args) -> int:
     """Run the sweep a TOML or JSON config describes (workflow, inputs, policies, plans,
     seeds): DIR gets results.duckdb (the same command again resumes it) and an export,
-    experiment.jsonl, that dl.load reads back. See datasets/experiments/."""
+    experiment.jsonl, that dl.load reads back. A config runs only a workflow its module
+    registers (@dl.workflow) and reads plan files in its own folder only. See
+    datasets/experiments/."""
     from .experiments.config import run
     experiment, exported = run(args.config, args.out)
     columns = ["policy", "fault_plan", "runs", "success_rate", "success_low", "success_high",

@@ -180,7 +180,8 @@ def _missing(value: Any) -> bool:
 
 
 def _size(text: Any) -> int:
-    return len(str(text).encode("utf-8"))
+    # A lone surrogate ("\ud800") counts as the escape a store keeps it as: UTF-8 has none.
+    return len(str(text).encode("utf-8", "backslashreplace"))
 
 
 __all__ = ["compare", "metrics", "COLUMNS", "RETRY_OUTCOMES"]

@@ -55,7 +55,8 @@ Two containers hold the same records:
 - **Parquet** (``.parquet``, written by DuckDB's ``COPY ... (FORMAT parquet)``): one row per
   record with columns ``format_version`` (INTEGER), ``record``, ``run_id`` (VARCHAR),
   ``seq`` (INTEGER: the row's order within its run and record type, from 0) and ``data``
-  (JSON). One long table rather than a wide one per frame, because one file then holds
+  (JSON; VARCHAR if some value holds a lone surrogate, ``"\\ud800"``, which JSON text can
+  escape but DuckDB's JSON type refuses). One long table rather than a wide one per frame, because one file then holds
   runs and all four frames, and because an event's ``value`` is a different JSON type on
   every row (a dict, a float, a string, null), which no typed Parquet column holds without
   losing the difference between 1 and 1.0 or null and a missing key: JSON text keeps it
@@ -77,12 +78,14 @@ import binascii
 import json
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any, Iterator
 
 import pandas as pd
 
 from .errors import DurableLabError, SerializationError, error_from_json
+from .history import compact
 from .run import Run
 from .version import __version__
 
@@ -128,13 +131,19 @@ RESTORED_DTYPES = {"Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16", "UInt32
                    "Float32", "Float64", "boolean", "string", "int64", "int32", "float64",
                    "float32"}
 
-_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 JSON_TYPES = {"int": int, "num": (int, float), "str": str, "bool": bool, "list": list,
               "object": dict}
 KIND_WORDS = {"int": "an integer", "num": "a number", "str": "a string", "bool": "a boolean",
               "list": "a list", "object": "an object"}
 PICKLE_HINT = (" (it looks like a base64-encoded Python pickle: an export holds JSON only, "
                "and durablelab never unpickles)")
+
+
+#: What an exported experiment is, where runs were wanted, and what to do instead.
+EXPERIMENT_NOT_RUNS = ("this is an exported experiment (a sweep's table: a row of metrics per "
+                       "run, no run histories), not exported runs; dl.load(path) gives the "
+                       "Experiment, and experiment.runs(workflow=..., world=...) makes its "
+                       "runs again")
 
 
 class ExportFormatError(DurableLabError):
@@ -184,8 +193,8 @@ def export(runs_or_experiment, path) -> Path:
         if suffix == ".jsonl":
             with open(partial, "w", encoding="utf-8", newline="\n") as out:
                 for (kind, run_id, _, _), data in zip(records, texts):
-                    out.write(f'{{"record":{_ENCODER.encode(kind)},"run_id":'
-                              f'{_ENCODER.encode(run_id)},"data":{data}}}\n')
+                    out.write(f'{{"record":{compact(kind)},"run_id":'
+                              f'{compact(run_id)},"data":{data}}}\n')
         else:
             _write_parquet(partial, records, texts)
         os.replace(partial, path)
@@ -200,7 +209,10 @@ def as_runs(source) -> list[Run]:
     if isinstance(source, Run):
         return [source]
     if isinstance(source, (str, Path)):
-        return load(source)
+        runs = load(source)
+        if not isinstance(runs, list):   # an exported Experiment: a row per run, no history
+            raise _error(source, None, "file", EXPERIMENT_NOT_RUNS)
+        return runs
     if callable(getattr(source, "runs", None)) and callable(getattr(source, "run", None)):
         return [source.run(run_id) for run_id in source.runs()["run_id"]]
     runs = list(source)
@@ -269,14 +281,15 @@ def _plain(value: Any) -> Any:
 
 
 def _encode(record: tuple) -> str:
-    """Compact strict JSON of a record's data, or a SerializationError that says where."""
+    """Compact strict JSON of a record's data (`history.compact`: a lone surrogate is
+    escaped, as the store keeps it), or a SerializationError that says where."""
     kind, run_id, seq, data = record
     try:
-        return _ENCODER.encode(data)
+        return compact(data)
     except (TypeError, ValueError) as exc:
         for key, value in data.items():
             try:
-                _ENCODER.encode(value)
+                compact(value)
             except (TypeError, ValueError):
                 where = (f"run {run_id!r}, field {key!r}" if kind == "run" else
                          f"run {run_id!r}, {kind} row {seq}, column {key!r}")
@@ -285,6 +298,20 @@ def _encode(record: tuple) -> str:
                     f"JSON only (no NaN or infinity, no Python objects) so that loading it "
                     f"never runs code.", what=repr(value), where=where) from None
         raise
+
+
+#: An escaped UTF-16 surrogate (``\\ud800`` to ``\\udfff``) in JSON text: a backslash that is
+#: not itself escaped, then ``ud`` and 8 to f.
+_SURROGATE = re.compile(r"(?<!\\)(?:\\\\)*\\u[dD][89a-fA-F]")
+
+
+def data_type(texts: list[str]) -> str:
+    """The Parquet type of a ``data`` column: JSON, or VARCHAR when some text holds an
+    escaped surrogate, for a lone one ("\\ud800", which a Python string can hold and UTF-8
+    cannot) is valid JSON that DuckDB's JSON type refuses. A reader takes either."""
+    if any(("\\ud" in text or "\\uD" in text) and _SURROGATE.search(text) for text in texts):
+        return "VARCHAR"
+    return "JSON"
 
 
 def _write_parquet(path: Path, records: list[tuple], texts: list[str]) -> None:
@@ -303,8 +330,8 @@ def _write_parquet(path: Path, records: list[tuple], texts: list[str]) -> None:
     with duckdb.connect() as con:
         con.register("records", batch)
         con.execute(
-            f"COPY (SELECT format_version, record, run_id, seq, data::JSON AS data FROM records "
-            f"ORDER BY i) TO '{target}' (FORMAT parquet, "
+            f"COPY (SELECT format_version, record, run_id, seq, data::{data_type(texts)} AS "
+            f"data FROM records ORDER BY i) TO '{target}' (FORMAT parquet, "
             f"KV_METADATA {{format: '{FORMAT}', version: '{VERSION}'}})")
 
 
@@ -635,7 +662,10 @@ class _Reader:
     def frame(self, run_id, name, rows, spec) -> pd.DataFrame:
         """The frame as `Run.from_snapshot` builds it: rows of plain values, dtypes inferred
         by pandas, then the nullable integer columns restored."""
-        frame = pd.DataFrame(rows, columns=spec["columns"])
+        try:
+            frame = pd.DataFrame(rows, columns=spec["columns"])
+        except UnicodeEncodeError:   # a lone surrogate ("\ud800") in a column of text
+            frame = _objects_kept(rows, spec["columns"])
         inferred = [str(t) for t in frame.dtypes]
         for column, dtype, found in zip(spec["columns"], spec["dtypes"], inferred):
             if dtype in RESTORED_DTYPES and found != dtype:
@@ -646,6 +676,19 @@ class _Reader:
                                     f"(run {run_id!r}) does not fit its dtype {dtype}: "
                                     f"{exc}") from None
         return frame
+
+
+def _objects_kept(rows: list[tuple], columns: list[str]) -> pd.DataFrame:
+    """The frame of `rows`, each column inferred by pandas, except that a column holding a
+    lone surrogate (which pandas' string dtype cannot hold: it is UTF-8) keeps its values
+    as objects, as `Run.from_snapshot` does for the run the engine shows."""
+    data = {}
+    for column, values in zip(columns, zip(*rows)):
+        try:
+            data[column] = pd.Series(values)
+        except UnicodeEncodeError:
+            data[column] = pd.Series(values, dtype=object)
+    return pd.DataFrame(data, columns=columns)
 
 
 __all__ = ["export", "load", "as_runs", "file_kind", "ExportFormatError", "FORMAT", "VERSION"]

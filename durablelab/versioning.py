@@ -319,8 +319,8 @@ def _runs_of(name: str, source) -> tuple[str, list[tuple]]:
                 workflow=name, source=str(path))
         if not _is_export(path):
             return str(path), _runs_in_store(name, path)
-        from .export import load
-        runs = load(path)
+        from .export import as_runs
+        runs = as_runs(path)     # an exported experiment holds no history: refused there
         label = str(path)
     else:
         from .export import as_runs

@@ -57,7 +57,7 @@ def test_sweep_writes_results_and_an_export_that_loads_back(tmp_path, capsys):
     ({"plans": {"p": "missing.json"}}, "plans.p", "no fault plan file"),
     ({"plans": {"p": {"version": 1, "rules": [{"type": "Meteor", "activity": "*"}]}}},
      "plans.p", "unknown type 'Meteor'"),
-    ({"processes": 0}, "processes", ">= 1"),
+    ({"processes": 0}, "processes", "from 1 to"),
 ])
 def test_a_bad_config_is_one_line_naming_file_key_and_what_is_allowed(tmp_path, capsys,
                                                                      change, key, words):

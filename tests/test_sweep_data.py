@@ -141,7 +141,11 @@ BAD = [
     ("a name the module lacks", edited(workflow="sweep_worker:no_such_flow"),
      r"is not a workflow function: module 'sweep_worker' has no def no_such_flow"),
     ("a workflow that is a builtin", edited(workflow="os:system"),
-     r"the workflow 'os:system' is not a workflow function"),
+     r"the workflow 'os:system' names the standard library module 'os'"),
+    ("a world that is C code", edited(world="numpy:ndarray"),
+     r"the world 'numpy:ndarray' is not a world factory: .* not a class or function "
+     r"written in Python"),
+    ("a __main__ module", edited(world="pip.__main__:Shop"), r"a program's entry point"),
     ("a workflow that is a class", edited(workflow="sweep_worker:Shop"),
      r"the workflow 'sweep_worker:Shop' is not a workflow function"),
     ("a world that is not callable", edited(world="sweep_worker:INPUTS"),

@@ -1,16 +1,30 @@
 """Sweep configs: a TOML or JSON file that says what `dl.sweep` should run, for
 ``durablelab sweep CONFIG --out DIR``.
 
-A config names its workflow (and world) by import path, because a file carries no code:
-running a config imports the module it names, as ``python -m`` would, so only run configs
-you trust. Keys (``datasets/experiments/`` has two examples)::
+A config is data: it can choose among code you already have, never supply its own. Running
+one may do exactly this, and nothing else:
 
-    workflow = "durablelab.examples.storm:triage"     # module:function, required
+- import the modules its ``workflow`` and ``world`` name (a module's top level runs when it
+  is imported, as ``import`` always does; a module beside the config imports too, unless an
+  installed module has its name), never a module of the standard library or a
+  ``__main__`` module;
+- run the workflow, which must be a durablelab workflow registered by its module
+  (``@dl.workflow``, or ``dl.workflow(fn)`` after the def): a name nobody registered, like
+  ``pydoc:pipepager``, is refused before anything runs;
+- call the world factory with the engine's clock: a class or a ``def`` written in Python
+  in your own module (not a builtin, not C, not the standard library);
+- read the fault plan files it names, in the config's own folder or below it;
+- write ``DIR/results.duckdb`` and ``DIR/experiment.jsonl``, with at most as many worker
+  processes as the machine has CPUs.
+
+Keys (``datasets/experiments/`` has two examples)::
+
+    workflow = "durablelab.examples.storm:triage"     # module:function, registered; required
     world = "durablelab.examples.storm:world"         # a factory world(clock), optional
     inputs = [{id = "t-1", customer = "c-1", refund = 0.0}]    # required, a non-empty list
     seeds = 20                  # n (for range(n)) or a list of ints; default 10
     contention = true           # default false
-    processes = 2               # default: this process
+    processes = 2               # 1 to the CPU count; default: this process
     timeout = 604800            # virtual seconds per run; default 7 days
 
     [policies]                  # default: {code = "code"} (the code's own policies)
@@ -21,7 +35,7 @@ you trust. Keys (``datasets/experiments/`` has two examples)::
 
     [plans]                     # default: {none = "none"}
     none = "none"               # no faults
-    storm = "../faults/rate_limit_storm.json"          # a plan file, relative to the config
+    storm = "plans/storm.json"  # a plan file in the config's folder or below it
     flaky = {version = 1, rules = [{type = "ServerError", activity = "model", p = 0.2}]}
 
 Anything else is a `ConfigError` naming the file, the key and what is allowed there.
@@ -31,6 +45,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -38,15 +53,25 @@ from ..errors import ConfigError, PolicyError
 from ..faults import FaultPlan
 from ..retry import RetryPolicy
 
-KEYS = {"workflow": "'module:function' of the workflow (required)",
-        "world": "'module:function' of a factory world(clock)",
+KEYS = {"workflow": "'module:function' of a durablelab workflow its module registers "
+                    "(@dl.workflow) (required)",
+        "world": "'module:function' of a factory world(clock): a class or def written in "
+                 "Python in your own module",
         "inputs": "a non-empty list of workflow inputs (required)",
         "policies": "a table of name = policy",
         "plans": "a table of name = fault plan",
         "seeds": "a number n (seeds 0 .. n-1) or a list of ints",
         "contention": "true or false",
-        "processes": "a number of worker processes >= 1",
+        "processes": "a number of worker processes from 1 to the CPU count",
         "timeout": "virtual seconds per run > 0"}
+
+
+def _cpus() -> int:
+    return os.cpu_count() or 1
+
+
+def _processes_allowed() -> str:
+    return f"a whole number of worker processes from 1 to {_cpus()} (this machine's CPUs)"
 
 
 def _fail(path, key, allowed, problem) -> ConfigError:
@@ -55,8 +80,10 @@ def _fail(path, key, allowed, problem) -> ConfigError:
 
 
 def read(path) -> dict:
-    """The config at `path` as the keyword arguments of `dl.sweep` (workflow and world
-    imported). Raises `ConfigError` naming the file, the key and what is allowed."""
+    """The config at `path` as the keyword arguments of `dl.sweep`. Every other key is
+    checked before the workflow's and the world's modules are imported (the module
+    docstring says what a config may do); nothing is run. Raises `ConfigError` naming the
+    file, the key and what is allowed."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -86,9 +113,7 @@ def read(path) -> dict:
     for key in ("workflow", "inputs"):
         if key not in data:
             raise _fail(path, key, KEYS[key], "missing")
-    out = {"workflow": _import(path, "workflow", data["workflow"])}
-    if "world" in data:
-        out["world"] = _import(path, "world", data["world"])
+    out = {}
     inputs = data["inputs"]
     if not isinstance(inputs, list) or not inputs:
         raise _fail(path, "inputs", KEYS["inputs"], f"got {inputs!r}")
@@ -107,8 +132,8 @@ def read(path) -> dict:
         out["contention"] = data["contention"]
     if "processes" in data:
         n = data["processes"]
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise _fail(path, "processes", KEYS["processes"], f"got {n!r}")
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= _cpus():
+            raise _fail(path, "processes", _processes_allowed(), f"got {n!r}")
         out["processes"] = n
     if "timeout" in data:
         t = data["timeout"]
@@ -123,6 +148,10 @@ def read(path) -> dict:
         out["policies"] = {"code": None}
     if not out["fault_plans"]:
         out["fault_plans"] = {"none": None}
+    # Last: importing runs a module's top level, so only a config valid in all else does.
+    out["workflow"] = _import(path, "workflow", data["workflow"])
+    if "world" in data:
+        out["world"] = _import(path, "world", data["world"])
     return out
 
 
@@ -166,7 +195,8 @@ def _policy(path, key, value):
     return _one_policy(path, key, value)
 
 
-_PLAN_ALLOWED = "'none', a fault plan file (relative to the config), or a plan table"
+_PLAN_ALLOWED = ("'none', a fault plan file in the config's own folder or below it "
+                 "(a path relative to the config), or a plan table")
 
 
 def _plan(path, key, value):
@@ -174,10 +204,7 @@ def _plan(path, key, value):
         return None
     try:
         if isinstance(value, str):
-            file = (Path(path).parent / value)
-            if not file.exists():
-                raise _fail(path, key, _PLAN_ALLOWED, f"no fault plan file {str(file)!r}")
-            return FaultPlan.from_json(file)
+            return FaultPlan.from_json(_plan_file(path, key, value))
         if isinstance(value, dict):
             return FaultPlan.from_json(json.dumps(value))
     except ValueError as exc:
@@ -187,27 +214,63 @@ def _plan(path, key, value):
     raise _fail(path, key, _PLAN_ALLOWED, f"got {value!r}")
 
 
+def _plan_file(path, key, value: str) -> Path:
+    """The plan file `value` names, which must be in the config's folder or below it (its
+    real path, links followed): a config reads no other file."""
+    folder = Path(path).resolve().parent
+    file = (folder / value).resolve()
+    if not file.is_relative_to(folder):
+        raise _fail(path, key, _PLAN_ALLOWED,
+                    f"{value!r} is outside the config's folder {str(folder)!r}. Fix: copy the "
+                    f"plan into that folder, or write it inline as a table")
+    if not file.is_file():
+        raise _fail(path, key, _PLAN_ALLOWED, f"no fault plan file {str(file)!r}")
+    return file
+
+
 def _import(path, key, target):
+    """The registered workflow, or the world factory, that `target` ('module:qualname')
+    names. Its module is imported (with the config's folder last on the path, so a module
+    beside the config imports, and never shadows an installed one); nothing is called."""
+    from ..engine import _REGISTRY
+    from .spec import _dotted, _locate, module_refused
     if not isinstance(target, str) or target.count(":") != 1:
         raise _fail(path, key, KEYS[key], f"got {target!r}, not 'module:function'")
     module_name, _, name = target.partition(":")
+    if not _dotted(module_name) or not _dotted(name) or any(
+            part.startswith("__") for part in name.split(".")):
+        raise _fail(path, key, KEYS[key], f"{target!r} is not 'module:function' with a "
+                                          f"module-level function (no dunder, no lambda)")
+    refused = module_refused(module_name)
+    if refused:
+        raise _fail(path, key, KEYS[key], f"{target!r} {refused}; a config runs only a "
+                                          f"workflow or world of your own")
     folder = str(Path(path).resolve().parent)
     added = folder not in sys.path
     if added:   # a config may name a module that sits beside it
-        sys.path.insert(0, folder)
+        sys.path.append(folder)
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise _fail(path, key, KEYS[key], f"cannot import {module_name!r} ({exc})") from None
+        importlib.import_module(module_name)
+    except Exception as exc:   # ImportError, or whatever the module itself raised
+        problem = exc if isinstance(exc, ImportError) else f"{type(exc).__name__}: {exc}"
+        raise _fail(path, key, KEYS[key], f"cannot import {module_name!r} ({problem})") from None
     finally:
         if added:
             sys.path.remove(folder)
-    fn = module
-    for part in name.split("."):
-        fn = getattr(fn, part, None)
-    if not callable(fn):
-        raise _fail(path, key, KEYS[key], f"{module_name!r} has no function {name!r}")
-    return fn
+    if key == "workflow":
+        fn = _REGISTRY.get(target)
+        if fn is None:
+            raise _fail(path, key, KEYS[key],
+                        f"{target!r} is not a registered durablelab workflow (importing "
+                        f"{module_name!r} registered none by that name). Fix: in "
+                        f"{module_name}, register it with @dl.workflow, or dl.workflow({name}) "
+                        f"after its def")
+        return fn
+    found, problem = _locate(target, "world")
+    if problem:
+        raise _fail(path, key, KEYS[key], f"{target!r} {problem}. Fix: name a class or a "
+                                          f"def world(clock) written in your own module")
+    return found
 
 
 def run(config, out) -> tuple:

@@ -2,7 +2,8 @@
 
 Format ``durablelab-experiment``, version 1: a sequence of records, as JSON Lines (one
 ``{"record", "data"}`` object a line) or Parquet (one row a record: ``format_version``,
-``record``, ``seq``, ``data`` as JSON), like the runs format of `durablelab.export`:
+``record``, ``seq``, ``data`` as JSON, or VARCHAR if a value holds a lone surrogate), like
+the runs format of `durablelab.export`:
 
 ``header`` (first, once): ``format``, ``version``, ``created_by``, ``runs`` and ``load``
     (how many of each record follow, so a file cut short is noticed).
@@ -28,7 +29,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..export import ExportFormatError, _is, _reject_constant
+from ..export import ExportFormatError, _is, _reject_constant, data_type
+from ..history import compact
 from .runner import METRICS
 from .sweep import LOAD_SCHEMA, RUN_SCHEMA
 
@@ -38,8 +40,6 @@ RUN_COLUMNS = ["input", "policy", "fault_plan", "seed", "run_id", *METRICS]
 LOAD_COLUMNS = ["policy", "fault_plan", "source", "second", "requests"]
 SPEC_KEYS = {"workflow", "inputs", "policies", "fault_plans", "seeds", "contention",
              "timeout", "world"}
-_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"),
-                            sort_keys=False)
 
 
 def _plain(value):
@@ -72,13 +72,13 @@ def export_experiment(experiment, path) -> Path:
         raise ValueError(f"export(path={str(path)!r}): the extension picks the format; use "
                          f"'.jsonl' (JSON Lines) or '.parquet'")
     records = _records(experiment)
-    texts = [_ENCODER.encode(data) for _, data in records]
+    texts = [compact(data) for _, data in records]   # a lone surrogate escaped, as in a store
     partial = path.with_name(path.name + ".partial")
     try:
         if suffix == ".jsonl":
             with open(partial, "w", encoding="utf-8", newline="\n") as out:
                 for (kind, _), text in zip(records, texts):
-                    out.write(f'{{"record":{_ENCODER.encode(kind)},"data":{text}}}\n')
+                    out.write(f'{{"record":{compact(kind)},"data":{text}}}\n')
         else:
             _write_parquet(partial, records, texts)
         os.replace(partial, path)
@@ -103,8 +103,8 @@ def _write_parquet(path: Path, records, texts) -> None:
     target = str(path).replace("'", "''")
     with duckdb.connect() as con:
         con.register("records", batch)
-        con.execute(f"COPY (SELECT format_version, record, seq, data::JSON AS data FROM records "
-                    f"ORDER BY i) TO '{target}' (FORMAT parquet, "
+        con.execute(f"COPY (SELECT format_version, record, seq, data::{data_type(texts)} AS "
+                    f"data FROM records ORDER BY i) TO '{target}' (FORMAT parquet, "
                     f"KV_METADATA {{format: '{FORMAT}', version: '{VERSION}'}})")
 
 

@@ -13,8 +13,9 @@ factory. `Spec.from_data(text)` rebuilds the `Spec` on the worker. Reading the t
 nothing but the import of the two named modules (as loading a function by reference
 always does): the workflow is then found the way the engine finds a registered name
 (`durablelab.engine._current_definition`: the function the module holds under that
-qualname), the world must be a class or function found under its own name, and every
-value is checked as `dl.sweep` checks it. Text that is not this form, a module that does
+qualname), the world must be a class or function written in Python and found under its
+own name, and every value is checked as `dl.sweep` checks it. A module of the standard
+library or a ``__main__`` module is never imported (`module_refused`). Text that is not this form, a module that does
 not import or a name that is not there raises `SweepError` naming what and the fix.
 
 The data form names code, as a reference to a function always does: it is the sweep's
@@ -30,9 +31,11 @@ checks that up front, in the process that calls the sweep, with the words of the
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
 import json
 import math
 import numbers
+import sys
 import types
 from pathlib import Path
 
@@ -193,6 +196,9 @@ def _locate(path: str, what: str):
     if module in ("__main__", "__mp_main__"):
         return None, ("is defined in __main__ (a notebook cell or the script being run), "
                       "which no other process can import")
+    refused = module_refused(module)
+    if refused:
+        return None, refused
     try:
         found = importlib.import_module(module)
     except Exception as exc:   # ImportError, or whatever the module itself raised
@@ -208,7 +214,38 @@ def _locate(path: str, what: str):
             f"{found.__module__}:{found.__qualname__}" != path):
         return None, (f"is not a world factory: module {module!r} has no class or function "
                       f"{qualname} (found {type(found).__name__})")
+    if not _written_in_python(found):
+        return None, (f"is not a world factory: {qualname} is a class built into Python or "
+                      f"compiled from C, not a class or function written in Python")
     return found, None
+
+
+def module_refused(module: str) -> str | None:
+    """Why a module named by data (a sweep config, a data form) is never imported, or None.
+
+    Importing runs a module's top level, so data may name only a module where a workflow
+    or a world can live: not the standard library (no durablelab workflow is there, and
+    some of its modules act when imported: `antigravity` opens a browser, `idlelib.idle`
+    starts IDLE) and not a ``__main__`` module (``pip.__main__`` runs pip)."""
+    parts = module.split(".")
+    if parts[0] in sys.stdlib_module_names or parts[0] in sys.builtin_module_names:
+        return (f"names the standard library module {module!r}, where no durablelab "
+                f"workflow or world lives")
+    if "__main__" in parts:
+        return f"names {module!r}, a program's entry point, which runs it when imported"
+    return None
+
+
+def _written_in_python(found) -> bool:
+    """Whether a world factory is Python code (a `def`, or a `class` statement in a module
+    of Python source): not a type built into the interpreter or an extension, whose call
+    could do anything C does."""
+    if isinstance(found, types.FunctionType):
+        return True
+    heap_type = bool(found.__flags__ & (1 << 9))     # Py_TPFLAGS_HEAPTYPE: made at run time
+    source = getattr(sys.modules.get(found.__module__), "__file__", None) or ""
+    compiled = source.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))
+    return heap_type and bool(source) and not compiled
 
 
 def _find(path: str, what: str):
