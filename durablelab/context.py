@@ -134,8 +134,9 @@ class Context:
                 h.Event(self._cursor.position + 1, h.ACTIVITY, retried[-1][2], None, False,
                         None, 0.0), h.ACTIVITY, name, None, frame, "different_call")
             raise self.diverged
-        if start_to_close is not None or schedule_to_close is not None or heartbeat is not None:
-            now = self._engine.clock.now()   # each limit counts from about now
+        if not retried and (start_to_close is not None or schedule_to_close is not None
+                            or heartbeat is not None):
+            now = self._engine.clock.now()   # the first attempt's start: limits count from it
             for what, value in (("start_to_close", start_to_close),
                                 ("schedule_to_close", schedule_to_close),
                                 ("heartbeat", heartbeat)):
