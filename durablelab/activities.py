@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 from . import fastjson, heartbeat
 from . import history as h
 from .breaker import BreakerState
+from .clock import later, within
 from .context import Suspend
 from .draws import Draws, first
 from .errors import (BudgetExceeded, DurableLabError, ModelOutputError, NonRetryable,
@@ -192,7 +193,7 @@ class AttemptRunner:
         else:
             error = rule.failure()
         first_started_at = previous[0].started_at if previous else now
-        ended = now + latency
+        ended = later(now, latency)   # a huge latency ends at the last instant, not inf
         if (req["start_to_close"] is not None or req["schedule_to_close"] is not None
                 or req["heartbeat"] is not None or (state.timeout is not None and ended >
                                                     state.started_at + state.timeout)):
@@ -333,7 +334,9 @@ class AttemptRunner:
             why = f"its retries are spent (max_attempts={policy.max_attempts})"
         if retry:
             rng = Draws(f"retry:{state.seed}:{state.run_id}:{position}:{attempt}")
-            delay = next_delay(policy, attempt, error, rng)
+            # Clamped, not refused: the policy cannot know the instant it is used at, and
+            # a backoff past the last instant a float holds would save `inf` (clock.within).
+            delay = within(o["ended_at"], next_delay(policy, attempt, error, rng))
             limit = o["schedule_to_close"]
             if limit is not None and o["ended_at"] + delay > o["first_started_at"] + limit:
                 retry = False
@@ -435,9 +438,9 @@ class AttemptRunner:
             return None
         now = self.host.clock.now()
         if o["heartbeat"] is not None:      # the last heartbeat went out just before death
-            noticed, how = now + o["heartbeat"], f"no heartbeat within {o['heartbeat']:g}s"
+            noticed, how = later(now, o["heartbeat"]), f"no heartbeat within {o['heartbeat']:g}s"
         elif o["start_to_close"] is not None:
-            noticed = max(now, o["started_at"] + o["start_to_close"])
+            noticed = max(now, later(o["started_at"], o["start_to_close"]))
             how = f"no answer within start_to_close={o['start_to_close']:g}s"
         else:   # nothing but the fresh worker can notice it, and it runs it again at once
             return AttemptRecord(state.run_id, o["position"], o["name"], o["attempt"],

@@ -16,8 +16,8 @@ import uuid as _uuid
 from typing import Any, Callable
 
 from . import history as h
-from .errors import (ActivityFailed, NonDeterminismError, bad_value, check_seconds, check_text,
-                     error_from_json)
+from .errors import (ActivityFailed, NonDeterminismError, bad_value, check_later,
+                     check_seconds, check_text, error_from_json, not_a_policy, not_callable)
 from .retry import RetryPolicy
 from .saga import ESCALATE_AFTER, Saga
 
@@ -63,6 +63,10 @@ class Context:
         self._received: dict[str, int] = {}   # signals of each name consumed so far
         self._patches: dict[str, bool] = {}   # change_id -> the path this run is on
         self.diverged = None                   # a NonDeterminismError, once raised
+        #: history's length when this wake-up began, and whether an earlier wake-up ran
+        #: past it (None: not worked out yet); see `is_replaying`.
+        self._frontier = len(cursor.history)
+        self._been_here: bool | None = None
         #: the id of the run this code is executing.
         self.run_id: str = state.run_id
 
@@ -105,6 +109,10 @@ class Context:
                     _number(value, f"ctx.activity({name!r})", what, frame)
         if type(name) is not str or not name or not name.isascii():
             check_text(name, f"ctx.activity at {h.site(frame)}", "name")
+        if not callable(fn):
+            raise not_callable(f"ctx.activity({name!r}) at {h.site(frame)}", fn)
+        if policy is not None and not isinstance(policy, RetryPolicy):
+            raise not_a_policy(f"ctx.activity({name!r}) at {h.site(frame)}", policy)
         if self.diverged is not None:   # self._check(), inline: replay asks this per call
             raise self.diverged
         try:
@@ -126,6 +134,14 @@ class Context:
                 h.Event(self._cursor.position + 1, h.ACTIVITY, retried[-1][2], None, False,
                         None, 0.0), h.ACTIVITY, name, None, frame, "different_call")
             raise self.diverged
+        if not retried and (start_to_close is not None or schedule_to_close is not None
+                            or heartbeat is not None):
+            now = self._engine.clock.now()   # the first attempt's start: limits count from it
+            for what, value in (("start_to_close", start_to_close),
+                                ("schedule_to_close", schedule_to_close),
+                                ("heartbeat", heartbeat)):
+                if value is not None:
+                    check_later(now, value, f"ctx.activity({name!r}) at {h.site(frame)}", what)
         overrides = self._state.overrides
         if overrides is not None:   # start(policies=) replaces what the code passes
             policy = overrides.for_activity(name) or policy
@@ -171,7 +187,8 @@ class Context:
         self._check()
         start = self._expect(h.SLEEP, "sleep", frame, (seconds,), {})
         if start is None:
-            deadline = self._engine.clock.now() + seconds
+            deadline = check_later(self._engine.clock.now(), seconds,
+                                   f"ctx.sleep(seconds) at {h.site(frame)}", "seconds")
             self._record(h.SLEEP, "sleep", (seconds,), json.dumps({"seconds": seconds,
                                                                     "deadline": deadline}), frame)
         else:
@@ -209,7 +226,7 @@ class Context:
         start = self._expect(h.WAIT_SIGNAL, name, frame, asked, {})
         if start is None:
             if timeout is not None:
-                deadline = self._engine.clock.now() + timeout
+                deadline = check_later(self._engine.clock.now(), timeout, call, "timeout")
             self._record(h.WAIT_SIGNAL, name, asked, json.dumps({"deadline": deadline}), frame)
         else:
             deadline = start.loads()["deadline"]
@@ -285,13 +302,32 @@ class Context:
 
     @property
     def is_replaying(self) -> bool:
-        """True while the code is being handed recorded results rather than doing new work."""
-        return self._cursor.replaying
+        """True while the code re-executes what an earlier execution of this run already
+        did; False once it reaches new ground.
+
+        The code re-executes past steps while history hands back recorded results, and also
+        between the last recorded step and the step it stopped at before: an activity being
+        retried after a backoff, an attempt still in flight, a worker crash. An earlier
+        wake-up that ran past the end of the history this one started with reached that
+        same next step (the code is deterministic), so up to there nothing is new. Once this
+        wake-up records a step, it is past every point an earlier one reached."""
+        cursor = self._cursor
+        if cursor.position < len(cursor.history):
+            return True
+        if len(cursor.history) != self._frontier:
+            return False   # this wake-up recorded a step: new ground
+        if self._been_here is None:   # worked out once, and only at the frontier
+            self._been_here = any(row.replayed + row.recorded >= self._frontier
+                                  for row in self._state.wakeups)
+        return self._been_here
 
     def log(self, *parts: Any) -> None:
-        """Print a line tagged with the run and the time, except while replaying (so a
-        replayed step does not print its line again)."""
-        if not self._cursor.replaying:
+        """Print a line tagged with the run and the time, except while replaying
+        (`is_replaying`), so each line prints once however often the run wakes or its
+        worker crashes. A line may print again only where the work itself is done again: a
+        step the durability mode had not committed before a crash, or a real process death
+        before the engine saved its wake-ups."""
+        if not self.is_replaying:
             print(f"[{self.run_id} t={self._engine.clock.now():g}s]", *parts)
 
     # --- internals -------------------------------------------------------------------------

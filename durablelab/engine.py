@@ -32,12 +32,13 @@ from . import fastjson
 from . import history as h
 from .activities import AttemptRunner, StopRun, WorkerCrash
 from .budget import Budget, Spend
-from .clock import VirtualClock
+from .clock import VirtualClock, later
 from .context import Context, ContinueAsNew, Suspend
 from .errors import (ActivityFailed, DeterminismGuardError, DuplicateRunError,
                      DurableLabError, NonDeterminismError, RunFinishedError,
-                     RunNotFoundError, RunTimedOut, bad_type, bad_value, check_seconds,
-                     check_seed, check_text, damaged_run,
+                     RunNotFoundError, RunTimedOut, bad_type, bad_value, check_later,
+                     check_seconds, check_seed, check_text, damaged_run, not_a_clock,
+                     not_a_path,
                      engine_closed, error_from_json, history_gap, not_a_workflow,
                      read_only_beside_writer, read_only_engine, read_only_needs_path,
                      unknown_workflows, workflow_error, workflow_redefined)
@@ -325,6 +326,13 @@ class Engine:
             workflow_name(fn)
         if read_only and path is None:
             raise read_only_needs_path()
+        if path is not None and not (isinstance(path, str) or (
+                isinstance(path, os.PathLike) and isinstance(os.fspath(path), str))):
+            raise not_a_path(path)   # str(123) would make a file called "123"
+        if clock is not None and (isinstance(clock, type) or not all(
+                callable(getattr(clock, m, None)) for m in ("now", "advance_to", "sleep_until"))
+                or not hasattr(clock, "virtual")):
+            raise not_a_clock(clock)
         self.path = None if path is None else str(path)
         self.read_only = bool(read_only)
         self.clock = clock if clock is not None else VirtualClock()
@@ -408,8 +416,9 @@ class Engine:
             check_text(run_id, call, "run_id")
         options = {}   # each option's JSON text
         if timeout is not None:
-            options["timeout"] = h.compact(check_seconds(timeout, call, "timeout",
-                                                         positive=True))
+            timeout = check_seconds(timeout, call, "timeout", positive=True)
+            check_later(self.clock.now(), timeout, call, "timeout")   # the run's deadline
+            options["timeout"] = h.compact(timeout)
         if budget is not None:
             if not isinstance(budget, Budget):
                 raise bad_type(call, "budget", f"budget={budget!r} must be a dl.Budget, for "
@@ -473,7 +482,7 @@ class Engine:
         """Run what falls due in the next `seconds` of the engine's clock, then stop there."""
         self._check_writable("advance")
         seconds = check_seconds(seconds, "advance", "seconds")
-        bound = self.clock.now() + seconds
+        bound = check_later(self.clock.now(), seconds, "advance", "seconds")
         self._loop(bound)
         self.clock.advance_to(bound)
 
@@ -543,7 +552,7 @@ class Engine:
         (as in `start`). Returns the new run id, ``"{run_id}~fork{k}"``; `runs()` shows
         it `forked_from` the source. Its code runs in `run_until_idle()`.
         """
-        self._check_open()
+        self._check_writable("fork")
         source = self._state(run_id)
         if source.history is None:
             self._load_ended(source)
@@ -559,6 +568,8 @@ class Engine:
         options = json.loads(source.options_json) if source.options_json else {}
         if policies is not None:
             options["policies"] = Overrides(policies, f"fork({run_id!r}): policies").to_dict()
+        if options.get("timeout") is not None:   # the fork's deadline counts from now
+            check_later(self.clock.now(), options["timeout"], f"fork({run_id!r})", "timeout")
         options["forked_from"], options["fork_at"] = run_id, at
         k = 1
         while f"{run_id}~fork{k}" in self._runs:
@@ -708,7 +719,7 @@ class Engine:
 
     def _arm_timeout(self, state: RunState) -> None:
         if state.timeout is not None and state.fn is not None:
-            self._schedule(state, state.started_at + state.timeout, "timeout",
+            self._schedule(state, later(state.started_at, state.timeout), "timeout",
                            new_generation=False)
 
     def _load(self, opening: bool = False) -> None:

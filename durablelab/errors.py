@@ -856,3 +856,46 @@ def determinism_guard(run_id, workflow, call, replacement, location) -> Determin
         message, run_id=run_id, workflow=workflow, cause_class="DeterminismGuardError",
         cause_message=f"{call} called from workflow code", location=location, call=call,
         replacement=replacement)
+
+
+# --- times that would overflow, and arguments of the wrong kind ---------------------------
+# A finite time can still poison a store: the clock plus a finite duration can exceed the
+# largest float and become `inf`, which is saved and breaks every later wake-up on the file.
+# So a duration is checked against the instant it is added to, where it is given.
+
+def check_later(now: float, seconds: float, call: str, argument: str) -> float:
+    """The instant `now + seconds`, or a `BadValue` when that sum is not a finite float.
+    `seconds` has passed `check_seconds` already; `call` and `argument` name where it came
+    from."""
+    instant = now + seconds
+    if not math.isfinite(instant):
+        raise bad_value(call, argument, (
+            f"{argument}={seconds!r} seconds after t={now:g}s is past the largest time a "
+            f"float can hold (the sum is {instant!r}); an infinite instant saved in history "
+            f"would break every later wake-up on the file. Give a shorter time"))
+    return instant
+
+
+def not_a_clock(clock) -> BadType:
+    return bad_type("Engine", "clock", (
+        f"clock={clock!r} is not a clock. Give dl.VirtualClock() (simulated time, the "
+        f"default) or dl.WallClock() (real time), or an object with now(), "
+        f"advance_to(instant), sleep_until(instant) and a `virtual` flag"))
+
+
+def not_a_path(path) -> BadType:
+    return bad_type("Engine", "path", (
+        f"path={path!r} must be a file name (a str or a pathlib.Path) or None for an "
+        f"in-memory store, for example dl.Engine(\"runs.duckdb\")"))
+
+
+def not_a_policy(call: str, policy) -> BadType:
+    return bad_type(call, "policy", (
+        f"policy={policy!r} must be a dl.RetryPolicy, or None for the default "
+        f"(3 attempts), for example policy=dl.RetryPolicy(max_attempts=5)"))
+
+
+def not_callable(call: str, fn) -> BadType:
+    return bad_type(call, "fn", (
+        f"fn={fn!r} is not callable: pass the function the activity runs (not its result), "
+        f"for example ctx.activity(\"charge\", charge, order_id)"))

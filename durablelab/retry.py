@@ -34,7 +34,10 @@ class RetryPolicy:
     cap; with ``jitter="full"`` it is drawn uniformly from ``[0, cap]`` (seeded by the run,
     so a replay draws the same), which spreads many runs' retries apart instead of letting
     them hit a recovering service in lockstep. A `RateLimited` error waits at least its
-    ``retry_after``.
+    ``retry_after``. A wait that would end past the largest instant a float holds (a
+    ``max_interval`` of 1e308 late in virtual time) ends at that instant instead: it is
+    clamped where the engine schedules it, not refused here, since a policy cannot know
+    when it will be used.
 
     Nothing retries forever by default: ``max_attempts=3`` counts the first attempt;
     ``max_attempts=None`` retries without limit (Temporal's default), so pair it with a

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import math
 from typing import Any, Callable
 
 from ..errors import AgentConfigError, ModelOutputError
@@ -153,7 +154,7 @@ def check_call(fn: Callable, arguments: Any, call_name: str | None = None) -> di
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, RecursionError) as exc:
             raise ModelOutputError(
                 f"the arguments of your call to {name!r} are not valid JSON ({exc}): "
                 f"{arguments[:80]!r}", cause_class="JSONDecodeError") from None
@@ -161,6 +162,18 @@ def check_call(fn: Callable, arguments: Any, call_name: str | None = None) -> di
         raise ModelOutputError(
             f"the arguments of your call to {name!r} must be a JSON object, not "
             f"{type(arguments).__name__}", cause_class="ValidationError")
+    try:
+        where = _not_finite(arguments)
+    except RecursionError:
+        raise ModelOutputError(f"the arguments of your call to {name!r} are nested too deep",
+                               cause_class="ValidationError") from None
+    if where is not None:   # Python's json reads NaN, Infinity and 1e400; JSON has no such number
+        field, value = where
+        raise ModelOutputError(
+            f"the arguments of your call to {name!r} hold {value} at "
+            f"{field or '(top level)'}, which is not a finite JSON number: give a finite "
+            f"number",
+            cause_class="ValidationError")
     try:
         return arguments_model(fn).model_validate(arguments).model_dump(mode="json")
     except ValidationError as exc:
@@ -171,6 +184,24 @@ def check_call(fn: Callable, arguments: Any, call_name: str | None = None) -> di
         raise ModelOutputError(
             f"your call to {name!r} does not fit its schema: {problems} (its arguments are: "
             f"{allowed})", cause_class="ValidationError") from None
+
+
+def _not_finite(value: Any, path: str = "") -> tuple[str, str] | None:
+    """(where, what) of the first NaN or infinite number in parsed arguments, or None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        what = "NaN" if value != value else "a number too large for a float (Infinity, 1e400)"
+        return path, what
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, (list, tuple)):
+        items = enumerate(value)
+    else:
+        return None
+    for key, item in items:
+        found = _not_finite(item, f"{path}.{key}" if path else str(key))
+        if found is not None:
+            return found
+    return None
 
 
 def call_args(fn: Callable, arguments: dict) -> tuple[list, dict]:
