@@ -891,6 +891,8 @@ class Engine:
                 state = self._runs.get(run_id)
                 if state is None or (state.gen != gen and action != "timeout"):
                     continue  # superseded: the run was rescheduled or ended since
+                if action == "timeout" and (state.status in FINAL or state.status == "diverged"):
+                    continue  # a time-out outlived by its run's end must not move the clock
                 if blocked and arg == "deadline":
                     heapq.heappush(self._heap, item)   # a signal's deadline: leave it due
                     break
@@ -1046,9 +1048,8 @@ class Engine:
         self._journal.turn_ended(state)
 
     def _time_out(self, state: RunState) -> None:
-        """The run's time-out has come: stop it wherever it stands."""
-        if state.status in FINAL or state.status == "diverged":
-            return
+        """The run's time-out has come: stop it wherever it stands (`_loop` passes over the
+        time-out of a run that ended or diverged)."""
         waiting = {"timer": "waiting on a timer", "retry": "in a retry backoff",
                    "signal": f"waiting for signal {state.waiting_on!r}",
                    "activity": "waiting for an activity to answer"}.get(state.waiting, "running")

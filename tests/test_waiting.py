@@ -224,3 +224,12 @@ def test_waiting_column_is_json_the_store_can_read(db_path):
     con.close()
     assert json.loads(rows["signal"])["on"] == "signal"
     assert json.loads(rows["retry"])["name"] == "flaky"
+
+
+def test_a_finished_runs_time_out_does_not_move_the_clock(engine):
+    """A run that completed well within `timeout=` leaves no trace on the clock: before,
+    run_until_idle() jumped to the dead time-out (t=3600) on its way out."""
+    engine.start(napper, run_id="quick", timeout=3600)
+    engine.run_until_idle()
+    assert engine.run("quick").status == "completed"
+    assert engine.clock.now() == 600.0
