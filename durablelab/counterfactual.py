@@ -28,6 +28,7 @@ import re
 from typing import Any, Callable
 
 from .faults import CRASH_POINTS, Crash, Fail, FaultPlan, Hang, Latency
+from .errors import BadType, BadValue
 
 #: attempt outcomes that are not failures of the world: nothing to meet again.
 NOT_FAILURES = ("ok", "in_flight", "circuit_open")
@@ -138,11 +139,11 @@ def counterfactual(run, workflow: Callable, policies=None, world=None):
     from .engine import Engine, workflow_name
     name = workflow_name(workflow)
     if getattr(run, "source", "durablelab") == "durablelab" and run.workflow != name:
-        raise ValueError(f"counterfactual(run {run.run_id!r}, workflow={name}): the run "
+        raise BadValue(f"counterfactual(run {run.run_id!r}, workflow={name}): the run "
                          f"recorded workflow {run.workflow}; pass that function (a "
                          f"counterfactual changes the policies, not the code)")
     if world is not None and not callable(world):
-        raise TypeError(f"counterfactual(world={world!r}): world is a factory world(clock) "
+        raise BadType(f"counterfactual(world={world!r}): world is a factory world(clock) "
                         f"returning the simulated world, or None")
     plan = failures_plan(run)
     engine = Engine()

@@ -38,6 +38,7 @@ import pandas as pd
 
 from .faults import CRASH_POINTS, Crash, FaultPlan
 from .run import Run
+from .errors import BadType, BadValue
 
 COLUMNS = ["position", "activity", "point", "position2", "activity2", "point2", "fired",
            "holds", "status", "detail", "run_id", "run"]
@@ -115,12 +116,12 @@ class CrashReport:
         broken = self.broken
         if row is None:
             if broken.empty:
-                raise ValueError("CrashReport.timeline(): no row is broken, so no run was "
+                raise BadValue("CrashReport.timeline(): no row is broken, so no run was "
                                  "kept; every crash point held")
             row = broken.index[0]
         run = self.frame.loc[row, "run"]
         if run is None:
-            raise ValueError(f"CrashReport.timeline({row!r}): row {row} holds, so its run "
+            raise BadValue(f"CrashReport.timeline({row!r}): row {row} holds, so its run "
                              f"was not kept; pass the index of a row in report.broken")
         return run.timeline(title=f"{self.frame.loc[row, 'run_id']}: "
                                   f"{self.frame.loc[row, 'detail']}")
@@ -271,10 +272,10 @@ def explore_crashes(workflow: Callable, input: Any, invariant: Callable, world=N
     where the invariant failed (each with its `Run`, for ``report.timeline(i)``).
     """
     if not callable(invariant):
-        raise TypeError(f"explore_crashes(invariant={invariant!r}): the invariant is a "
+        raise BadType(f"explore_crashes(invariant={invariant!r}): the invariant is a "
                         f"function invariant(run, world) -> bool")
     if world is not None and not callable(world):
-        raise TypeError(f"explore_crashes(world={world!r}): world is a factory world(clock) "
+        raise BadType(f"explore_crashes(world={world!r}): world is a factory world(clock) "
                         f"returning the simulated world, or None")
     if isinstance(signals, dict):
         signals = list(signals.items())

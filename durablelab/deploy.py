@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Callable
 
 import pandas as pd
+from .errors import BadValue
 
 POINTS = ("approval wait", "retry backoff", "attempt in flight")
 COLUMNS = ["run_id", "parked", "predicted", "status", "cause", "position", "vendors"]
@@ -107,12 +108,12 @@ def simulate_deploy(new: Callable, runs_per_point: int = 4, drain: bool = False,
     from .engine import workflow_name
     from .versioning import deployed
     if workflow_name(new) != workflow_name(ob.onboard_vendor):
-        raise ValueError(f"simulate_deploy({workflow_name(new)}): the new version must carry "
+        raise BadValue(f"simulate_deploy({workflow_name(new)}): the new version must carry "
                          f"the old one's name, {workflow_name(ob.onboard_vendor)} (mark it "
                          f"@dl.versioning.version_of(onboarding.onboard_vendor))")
     if isinstance(runs_per_point, bool) or not isinstance(runs_per_point, int) \
             or runs_per_point < 1:
-        raise ValueError(f"simulate_deploy(runs_per_point={runs_per_point!r}): give an int >= 1")
+        raise BadValue(f"simulate_deploy(runs_per_point={runs_per_point!r}): give an int >= 1")
     ob.world.reset(honor_keys=True)    # services that honour keys: a duplicate is the code's
     plans = {"approval wait": None,
              "retry backoff": dl.FaultPlan([dl.faults.RateLimit("create_vendor", attempts=[1],

@@ -84,7 +84,7 @@ from typing import Any, Iterator
 
 import pandas as pd
 
-from .errors import DurableLabError, SerializationError, error_from_json
+from .errors import BadType, BadValue, DurableLabError, SerializationError, error_from_json
 from .history import compact
 from .run import Run
 from .version import __version__
@@ -184,7 +184,7 @@ def export(runs_or_experiment, path) -> Path:
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in (".jsonl", ".parquet"):
-        raise ValueError(f"export(path={str(path)!r}): the extension picks the format; use "
+        raise BadValue(f"export(path={str(path)!r}): the extension picks the format; use "
                          f"'.jsonl' (JSON Lines) or '.parquet'")
     records = _records(as_runs(runs_or_experiment))
     texts = [_encode(record) for record in records]
@@ -218,7 +218,7 @@ def as_runs(source) -> list[Run]:
     runs = list(source)
     for i, run in enumerate(runs):
         if not isinstance(run, Run):
-            raise TypeError(f"item {i} is {type(run).__name__}, not a durablelab Run "
+            raise BadType(f"item {i} is {type(run).__name__}, not a durablelab Run "
                             f"(engine.run(run_id) makes one; so does dl.load(path))")
     return runs
 
@@ -252,7 +252,7 @@ def _records(runs: list[Run]) -> list[tuple[str, str | None, int, dict]]:
         try:
             reader.feed(number, {"record": record, "run_id": run_id, "data": data})
         except ExportFormatError as exc:
-            raise ValueError(f"cannot export run {run_id!r}: {exc.problem}") from None
+            raise BadValue(f"cannot export run {run_id!r}: {exc.problem}") from None
     return items
 
 
@@ -415,7 +415,7 @@ def _error(path, line, unit, problem) -> ExportFormatError:
 
 
 def _reject_constant(name: str):
-    raise ValueError(f"{name} is not JSON")
+    raise BadValue(f"{name} is not JSON")
 
 
 def _parse_json(text: str) -> Any:

@@ -25,6 +25,7 @@ import pandas as pd
 from .faults import (ConnectionReset, Fail, FaultPlan, Hang, Malformed, RateLimit,
                      ServerError, Timeout)
 from .retry import RetryPolicy
+from .errors import BadType, BadValue
 
 #: the failure kinds of the matrix's rows: a name, and the rule that injects it (made for
 #: the activity "model", firing `times` times).
@@ -85,7 +86,7 @@ class FaultMatrix:
                 f"{'s' if r.attempts != 1 else ''}, {r.status}, ${r.cost:.2f}"
                 for r in frame.itertuples()])
         elif metric not in frame.columns:
-            raise ValueError(f"FaultMatrix.table({metric!r}): use 'summary' or one of "
+            raise BadValue(f"FaultMatrix.table({metric!r}): use 'summary' or one of "
                              f"{', '.join(frame.columns[2:])}")
         return frame.pivot(index="failure", columns="policy", values=metric).loc[
             list(dict.fromkeys(frame.failure)), list(dict.fromkeys(frame.policy))]
@@ -116,33 +117,33 @@ def fault_matrix(policies: dict, failures=None, times: int | None = 2,
     """
     from .engine import Engine
     if not isinstance(policies, Mapping) or not policies:
-        raise TypeError("fault_matrix(policies=...): give {name: RetryPolicy}, e.g. "
+        raise BadType("fault_matrix(policies=...): give {name: RetryPolicy}, e.g. "
                         "{'mine': dl.RetryPolicy(max_attempts=5)}")
     for name, policy in policies.items():
         if not isinstance(policy, RetryPolicy):
-            raise TypeError(f"fault_matrix(policies): {name!r} is {policy!r}, not a "
+            raise BadType(f"fault_matrix(policies): {name!r} is {policy!r}, not a "
                             f"dl.RetryPolicy")
         if times is None and policy.max_attempts is None and policy.cap(1) == 0:
-            raise ValueError(f"fault_matrix(policies): {name!r} retries without limit and "
+            raise BadValue(f"fault_matrix(policies): {name!r} retries without limit and "
                              f"without waiting, so against a failure that never ends "
                              f"(times=None) it would retry at one virtual instant forever; "
                              f"give it a wait (initial > 0) or max_attempts, or give the "
                              f"matrix times=N")
     if times is not None and (isinstance(times, bool) or not isinstance(times, int)
                               or times < 1):
-        raise ValueError(f"fault_matrix(times={times!r}): give how many attempts in a row the "
+        raise BadValue(f"fault_matrix(times={times!r}): give how many attempts in a row the "
                          f"failure hits, an int >= 1, or None for a failure that never ends")
     if isinstance(failures, str):
-        raise TypeError(f"fault_matrix(failures={failures!r}): give a list of failure kinds, "
+        raise BadType(f"fault_matrix(failures={failures!r}): give a list of failure kinds, "
                         f"e.g. failures=[{failures!r}]")
     names = list(FAILURES) if failures is None else list(failures)
     unknown = [n for n in names if n not in FAILURES]
     if unknown:
-        raise ValueError(f"fault_matrix(failures=...): unknown failure kind {unknown[0]!r} "
+        raise BadValue(f"fault_matrix(failures=...): unknown failure kind {unknown[0]!r} "
                          f"(known: {', '.join(FAILURES)})")
     repeated = next((n for i, n in enumerate(names) if n in names[:i]), None)
     if repeated is not None:
-        raise ValueError(f"fault_matrix(failures=...): {repeated!r} is given twice; each kind "
+        raise BadValue(f"fault_matrix(failures=...): {repeated!r} is given twice; each kind "
                          f"is one row")
     rows = []
     engine = Engine()

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .errors import ActivityFailed, compensation_failed
+from .errors import ActivityFailed, BadValue, compensation_failed
 from .retry import RetryPolicy
 
 #: Seconds a failed compensation waits for a person before the run fails: one day.
@@ -44,7 +44,7 @@ class Saga:
     def __init__(self, ctx, escalate_after: float = ESCALATE_AFTER):
         if isinstance(escalate_after, bool) or not isinstance(escalate_after, (int, float)) \
                 or not escalate_after > 0:
-            raise ValueError(f"ctx.saga(escalate_after={escalate_after!r}): give seconds > 0 "
+            raise BadValue(f"ctx.saga(escalate_after={escalate_after!r}): give seconds > 0 "
                              f"that a failed compensation waits for a person")
         self._ctx = ctx
         self._undo: list[tuple] = []

@@ -20,7 +20,7 @@ import functools
 import json
 from typing import Callable
 
-from .errors import ActivityFailed, ModelOutputError
+from .errors import ActivityFailed, BadValue, ModelOutputError
 from .retry import RetryPolicy
 
 #: the default policy for model calls: up to 2 repairs, apart from 3 attempts for blips.
@@ -114,7 +114,7 @@ def ask_structured(ctx, name: str, prompt: str, schema, models, policy=None,
     `ActivityFailed` when every model failed.
     """
     if not models:
-        raise ValueError(f"ask_structured({name!r}): give at least one model")
+        raise BadValue(f"ask_structured({name!r}): give at least one model")
     failure = None
     for llm in models:
         try:

@@ -36,7 +36,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .errors import DurableLabError
+from .errors import BadType, DurableLabError
 
 _INSTANT = re.compile(r"(\d{4})-(\d\d)-(\d\d)[Tt ](\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?"
                       r"(?:([Zz])|([+-])(\d\d):?(\d\d))$")
@@ -96,7 +96,7 @@ def _parse(source) -> tuple[str, Any]:
     if isinstance(source, bytes):
         source = source.decode("utf-8", errors="replace")
     if not isinstance(source, (str, Path)):
-        raise TypeError(f"load_temporal(source): expected a path, JSON text or a parsed "
+        raise BadType(f"load_temporal(source): expected a path, JSON text or a parsed "
                         f"history; got {type(source).__name__}")
     label, text = "<JSON text>", source
     if isinstance(source, Path) or not source.lstrip().startswith(("{", "[")):

@@ -45,8 +45,7 @@ import pandas as pd
 from . import history as h
 from .clock import VirtualClock
 from .context import Context, ContinueAsNew, Suspend
-from .errors import (ActivityFailed, NonDeterminismError, ReplayCheckError,
-                     history_gap)
+from .errors import ActivityFailed, BadType, NonDeterminismError, ReplayCheckError, history_gap
 
 FRAME_COLUMNS = ["run_id", "status", "position", "recorded", "requested", "cause"]
 #: Recorded statuses that say how the code ended; replay must end the same way.
@@ -62,7 +61,7 @@ def version_of(original: Callable) -> Callable[[Callable], Callable]:
     new version simply replaces the old definition in its module.
     """
     if not callable(original):
-        raise TypeError(f"version_of({original!r}): give the workflow function this "
+        raise BadType(f"version_of({original!r}): give the workflow function this "
                         f"version replaces")
 
     def mark(fn: Callable) -> Callable:
@@ -85,7 +84,7 @@ def deployed(new: Callable):
     """
     module = sys.modules.get(new.__module__)
     if module is None or "<locals>" in new.__qualname__ or "." in new.__qualname__:
-        raise TypeError(f"deployed({new!r}): give a module-level workflow function (marked "
+        raise BadType(f"deployed({new!r}): give a module-level workflow function (marked "
                         f"@version_of(original) when it is a new version of one)")
     before = getattr(module, new.__name__, None)
     setattr(module, new.__name__, new)

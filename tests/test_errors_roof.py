@@ -25,6 +25,18 @@ def test_core_modules_raise_no_bare_builtin_errors(module):
     assert bare == [], f"durablelab/{module}.py raises a bare built-in at lines {bare}"
 
 
+def test_no_module_refuses_an_argument_with_a_bare_value_or_type_error():
+    """Outside the core too (lab tools, importers, views, lessons' helpers), a refused
+    argument is a BadValue or BadType: a DurableLabError callers can catch as one."""
+    package = Path(dl.__file__).parent
+    bare = [f"{path.relative_to(package)}:{node.lineno}"
+            for path in sorted(package.rglob("*.py")) if path.name != "errors.py"
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call)
+            and getattr(node.exc.func, "id", None) in ("ValueError", "TypeError")]
+    assert bare == [], f"bare ValueError/TypeError raised at {', '.join(bare)}"
+
+
 @pytest.mark.parametrize("make, kind, words", [
     (lambda: dl.RetryPolicy(backoff=0.5), ValueError, "backoff=0.5 must be a number >= 1"),
     (lambda: dl.RetryPolicy(jitter="some"), ValueError, "jitter='some'"),

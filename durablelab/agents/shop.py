@@ -23,7 +23,7 @@ import json
 import random
 from typing import Any
 
-from ..errors import ModelOutputError, NonRetryable, RateLimited, Transient
+from ..errors import BadType, BadValue, ModelOutputError, NonRetryable, RateLimited, Transient
 from ..faults import Crash, FaultPlan
 from ..sim import Email, Payments, SimLLM
 from .loop import react
@@ -61,7 +61,7 @@ class Shop:
 
         for name, p in (("flaky", flaky), ("lose", lose), ("crash", crash)):
             if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= 1:
-                raise ValueError(f"Shop({name}={p!r}): a probability in [0, 1]")
+                raise BadValue(f"Shop({name}={p!r}): a probability in [0, 1]")
         self.seed, self.flaky, self.lose, self.crash = seed, flaky, lose, crash
         self.llm = SimLLM("sim-small", clock=clock or VirtualClock(), scenario="order_agent",
                           seed=seed, malformed_rate=malformed_rate)
@@ -185,7 +185,7 @@ def durable_agent(ctx, task: str = TASK) -> dict:
     it)."""
     shop = ctx.world
     if not isinstance(shop, Shop):
-        raise TypeError(f"durable_agent runs in a Shop: open the engine with "
+        raise BadType(f"durable_agent runs in a Shop: open the engine with "
                         f"dl.Engine(world=Shop(...)), not world={shop!r}")
     return react(ctx, task, model=shop.model, tools=shop.tools)
 

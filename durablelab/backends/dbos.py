@@ -50,7 +50,7 @@ from ..activities import accepts
 from ..context import DEFAULT_POLICY, Saga
 from ..draws import Draws
 from ..engine import _REGISTRY, workflow_name
-from ..errors import (DuplicateRunError, DurableLabError, ModelOutputError,
+from ..errors import (BadType, BadValue, DuplicateRunError, DurableLabError, ModelOutputError,
                       NonRetryable, RunFinishedError, RunNotFoundError, activity_failed,
                       error_from_json, non_determinism, workflow_error)
 from ..heartbeat import unrecorded
@@ -188,7 +188,7 @@ class DBOSContext:
                  heartbeat: float | None = None, **kwargs) -> Any:
         """Run an activity with retries, each attempt a DBOS step; see `Context.activity`."""
         if not isinstance(name, str):
-            raise TypeError(f"ctx.activity's name must be a string; got {name!r}")
+            raise BadType(f"ctx.activity's name must be a string; got {name!r}")
         frame = sys._getframe(1)
         position = self._next()
         text = h.canonical(args, kwargs, "ctx.activity", frame, name)
@@ -247,7 +247,7 @@ class DBOSContext:
         """A durable timer: ``DBOS.sleep`` records when it ends, so a recovery waits only
         for what is left."""
         if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0:
-            raise ValueError(f"ctx.sleep({seconds!r}): seconds must be a number >= 0")
+            raise BadValue(f"ctx.sleep({seconds!r}): seconds must be a number >= 0")
         self._next(2)
         DBOS.sleep(float(seconds))
 
@@ -256,7 +256,7 @@ class DBOSContext:
         """The next signal called `name`, or None once `deadline` (wall-clock seconds, as
         ``ctx.now()`` gives) or `timeout` (seconds) passes: ``DBOS.recv``."""
         if deadline is not None and timeout is not None:
-            raise ValueError("ctx.wait_signal takes deadline= or timeout=, not both")
+            raise BadValue("ctx.wait_signal takes deadline= or timeout=, not both")
         if deadline is not None:
             # Only the first execution uses this: DBOS.recv records its own deadline, so a
             # replay or a recovery gets the recorded answer or waits for what is left.
@@ -317,7 +317,7 @@ class DBOSRunner:
                  application_version: str | None = None, workflows=()):
         global _open
         if not isinstance(url, str) or not url.startswith(("sqlite:///", "postgresql")):
-            raise ValueError(f"DBOSRunner(url={url!r}): give 'sqlite:///file.sqlite' or "
+            raise BadValue(f"DBOSRunner(url={url!r}): give 'sqlite:///file.sqlite' or "
                              f"'postgresql+psycopg://user@host:port/database'")
         if _open is not None:
             raise RunnerOpenError(
@@ -361,7 +361,7 @@ class DBOSRunner:
         h.to_json(input, "the workflow input", f"start({name})")
         run_id = run_id or str(_uuid.uuid4())
         if not isinstance(run_id, str):
-            raise TypeError(f"run_id must be a string; got {run_id!r}")
+            raise BadType(f"run_id must be a string; got {run_id!r}")
         if self._status(run_id) is not None:
             raise DuplicateRunError(
                 f"A run with id {run_id!r} already exists on {self.url}; pick another id "
@@ -374,7 +374,7 @@ class DBOSRunner:
     def signal(self, run_id: str, name: str, value: Any, signal_id: str | None = None) -> None:
         """Send signal `name` to a run (``DBOS.send``); one `signal_id` is delivered once."""
         if signal_id is not None and not isinstance(signal_id, str):
-            raise TypeError(f"signal_id must be a string; got {signal_id!r}")
+            raise BadType(f"signal_id must be a string; got {signal_id!r}")
         status = self._status(run_id)
         if status is None:
             raise RunNotFoundError(f"No run {run_id!r} on {self.url}.", run_id=run_id)

@@ -21,6 +21,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from ..errors import BadValue
 
 SERVICES = {"erp", "bank", "email"}
 REGIONS = {"eu", "us", "apac"}
@@ -88,7 +89,7 @@ def runs_under_seeds(workflows, seeds: tuple[int, int], db) -> dict[str, tuple[d
     workflows = [workflows] if isinstance(workflows, str) else list(workflows)
     unknown = [name for name in workflows if name not in WORKFLOWS]
     if unknown or not workflows:
-        raise ValueError(f"runs_under_seeds(workflows={workflows!r}): use names among "
+        raise BadValue(f"runs_under_seeds(workflows={workflows!r}): use names among "
                          f"{', '.join(sorted(WORKFLOWS))}")
     root = str(Path(__file__).resolve().parent.parent.parent)
     seen = []
@@ -107,7 +108,7 @@ def runs_under_seeds(workflows, seeds: tuple[int, int], db) -> dict[str, tuple[d
 def run_under_seeds(workflow: str, seeds: tuple[int, int], db) -> tuple[dict, dict]:
     """`runs_under_seeds` for one workflow (a name in WORKFLOWS): (recorded, replayed)."""
     if workflow not in WORKFLOWS:
-        raise ValueError(f"run_under_seeds(workflow={workflow!r}): use one of "
+        raise BadValue(f"run_under_seeds(workflow={workflow!r}): use one of "
                          f"{', '.join(sorted(WORKFLOWS))}")
     return runs_under_seeds([workflow], seeds, db)[workflow]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numbers
 
 from . import Stop, exercise
+from ..errors import BadValue
 
 POINTS = ("approval wait", "retry backoff", "attempt in flight")
 
@@ -84,7 +85,7 @@ def recheck_before_approval(fn):
 
 def _publish(report):
     if "draft" in report:
-        raise ValueError("the publisher rejects reports with a 'draft' field")
+        raise BadValue("the publisher rejects reports with a 'draft' field")
     return {"url": "https://reports.example.com/r/1"}
 
 

@@ -33,6 +33,7 @@ from ..export import ExportFormatError, _is, _reject_constant, data_type
 from ..history import compact
 from .runner import METRICS
 from .sweep import LOAD_SCHEMA, RUN_SCHEMA
+from ..errors import BadValue
 
 FORMAT = "durablelab-experiment"
 VERSION = 1
@@ -69,7 +70,7 @@ def export_experiment(experiment, path) -> Path:
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in (".jsonl", ".parquet"):
-        raise ValueError(f"export(path={str(path)!r}): the extension picks the format; use "
+        raise BadValue(f"export(path={str(path)!r}): the extension picks the format; use "
                          f"'.jsonl' (JSON Lines) or '.parquet'")
     records = _records(experiment)
     texts = [compact(data) for _, data in records]   # a lone surrogate escaped, as in a store
@@ -306,7 +307,7 @@ def _jsonl(path: Path):
 def _finite(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):   # 1e999: JSON's grammar, but no float can hold it
-        raise ValueError(f"the number {text[:40]} is out of range")
+        raise BadValue(f"the number {text[:40]} is out of range")
     return value
 
 

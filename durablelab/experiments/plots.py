@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 from matplotlib.figure import Figure
+from ..errors import BadValue
 
 
 _LABELS = {"success_rate": "share of runs completed", "p50": "median completion time (s)",
@@ -27,7 +28,7 @@ def heatmap(experiment, metric: str = "success_rate", title: str | None = None,
     cells = experiment.cells
     if metric not in cells.columns or metric in ("policy", "fault_plan"):
         numeric = [c for c in cells.columns if c not in ("policy", "fault_plan")]
-        raise ValueError(f"heatmap(metric={metric!r}): not a column of experiment.cells; "
+        raise BadValue(f"heatmap(metric={metric!r}): not a column of experiment.cells; "
                          f"use one of {', '.join(numeric)}")
     policies = list(dict.fromkeys(cells["policy"]))
     plans = list(dict.fromkeys(cells["fault_plan"]))
@@ -101,12 +102,12 @@ def load_plot(experiment, activity_or_service: str, cells=None, until: float | N
     said. `until` crops the time axis (virtual seconds)."""
     if until is not None and (isinstance(until, bool) or not isinstance(until, (int, float))
                               or not 0 <= until < math.inf):
-        raise ValueError(f"load_plot(until={until!r}): give the last virtual second to show, "
+        raise BadValue(f"load_plot(until={until!r}): give the last virtual second to show, "
                          f"a number >= 0, or None for all of it")
     load = experiment.load
     sources = sorted(load["source"].unique()) if len(load) else []
     if activity_or_service not in sources:
-        raise ValueError(f"load_plot({activity_or_service!r}): no requests were recorded for "
+        raise BadValue(f"load_plot({activity_or_service!r}): no requests were recorded for "
                          f"it; the activities and services with load are "
                          f"{', '.join(sources) or '(none)'}")
     mine = load[load["source"] == activity_or_service]

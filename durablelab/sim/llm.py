@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from ..curriculum import datasets_dir
-from ..errors import RateLimited
+from ..errors import BadType, BadValue, RateLimited
 
 #: dollars per million tokens, roughly a small hosted model.
 DEFAULT_PRICES = {"input": 0.15, "output": 0.60}
@@ -82,9 +82,9 @@ class TokenBucket:
 
     def __init__(self, rate: float, burst: int = 1, clock=None):
         if isinstance(rate, bool) or not isinstance(rate, (int, float)) or rate <= 0:
-            raise ValueError(f"TokenBucket(rate={rate!r}): rate must be requests per second > 0")
+            raise BadValue(f"TokenBucket(rate={rate!r}): rate must be requests per second > 0")
         if isinstance(burst, bool) or not isinstance(burst, int) or burst < 1:
-            raise ValueError(f"TokenBucket(burst={burst!r}): burst must be an int >= 1")
+            raise BadValue(f"TokenBucket(burst={burst!r}): burst must be an int >= 1")
         self.rate, self.burst, self.clock = float(rate), burst, clock
         self.tokens = float(burst)
         self.updated_at = clock.now() if clock is not None else None
@@ -92,7 +92,7 @@ class TokenBucket:
     def take(self) -> float:
         """Take a token: 0.0 when granted, else the seconds until one is available."""
         if self.clock is None:
-            raise ValueError("TokenBucket has no clock: pass clock=engine.clock, or give the "
+            raise BadValue("TokenBucket has no clock: pass clock=engine.clock, or give the "
                              "bucket to a SimLLM, which lends it its own")
         now = self.clock.now()
         if self.updated_at is None:
@@ -138,39 +138,39 @@ def load_scenario(scenario) -> dict:
         try:
             scenario = json.loads(path.read_text())
         except OSError as exc:
-            raise ValueError(f"cannot read scenario file {source}: {exc}") from None
+            raise BadValue(f"cannot read scenario file {source}: {exc}") from None
         except json.JSONDecodeError as exc:
-            raise ValueError(f"scenario file {source} is not valid JSON: {exc}") from None
+            raise BadValue(f"scenario file {source} is not valid JSON: {exc}") from None
     if not isinstance(scenario, dict):
-        raise ValueError(f"{source}: a scenario is a JSON object, got {type(scenario).__name__}")
+        raise BadValue(f"{source}: a scenario is a JSON object, got {type(scenario).__name__}")
     scenario = copy.deepcopy(scenario)  # the defaults filled in below stay ours
 
     def check(obj, allowed, where):
         if not isinstance(obj, dict):
-            raise ValueError(f"{source}: {where} must be an object")
+            raise BadValue(f"{source}: {where} must be an object")
         for key in obj:
             if key not in allowed:
-                raise ValueError(f"{source}: {where}: unknown key {key!r} "
+                raise BadValue(f"{source}: {where}: unknown key {key!r} "
                                  f"(expected one of {', '.join(sorted(allowed))})")
 
     check(scenario, _KEYS, "top level")
     if scenario.get("version") != 1:
-        raise ValueError(f"{source}: version {scenario.get('version')!r} is not supported "
+        raise BadValue(f"{source}: version {scenario.get('version')!r} is not supported "
                          f"(write \"version\": 1)")
     for i, entry in enumerate(scenario.setdefault("answers", [])):
         check(entry, _ANSWER_KEYS, f"answers[{i}]")
         _pattern(entry, source, f"answers[{i}]")
         if "answer" not in entry:
-            raise ValueError(f"{source}: answers[{i}] has no 'answer'")
+            raise BadValue(f"{source}: answers[{i}] has no 'answer'")
     for i, agent in enumerate(scenario.setdefault("agents", [])):
         check(agent, _AGENT_KEYS, f"agents[{i}]")
         _pattern(agent, source, f"agents[{i}]")
         if not isinstance(agent.get("steps"), list):
-            raise ValueError(f"{source}: agents[{i}] needs 'steps', a list")
+            raise BadValue(f"{source}: agents[{i}] needs 'steps', a list")
         for j, step in enumerate(agent["steps"]):
             check(step, _STEP_KEYS, f"agents[{i}].steps[{j}]")
             if ("call" in step) == ("final" in step):
-                raise ValueError(f"{source}: agents[{i}].steps[{j}] needs 'call' or 'final'")
+                raise BadValue(f"{source}: agents[{i}].steps[{j}] needs 'call' or 'final'")
     return scenario
 
 
@@ -178,7 +178,7 @@ def _pattern(entry: dict, source: str = "the scenario", where: str = "") -> re.P
     try:
         return re.compile(entry["match"], re.IGNORECASE)
     except (KeyError, TypeError, re.error) as exc:
-        raise ValueError(f"{source}: {where}: 'match' must be a regular expression "
+        raise BadValue(f"{source}: {where}: 'match' must be a regular expression "
                          f"({exc})") from None
 
 
@@ -214,14 +214,14 @@ class SimLLM:
                  prices: dict | None = None, rate_limit: TokenBucket | None = None,
                  malformed_rate: float = 0.0):
         if not hasattr(clock, "now"):
-            raise TypeError(f"SimLLM({name!r}): clock={clock!r} has no now(); pass engine.clock")
+            raise BadType(f"SimLLM({name!r}): clock={clock!r} has no now(); pass engine.clock")
         prices = dict(DEFAULT_PRICES if prices is None else prices)
         if set(prices) != {"input", "output"} or not all(
                 isinstance(v, (int, float)) and v >= 0 for v in prices.values()):
-            raise ValueError(f"SimLLM({name!r}): prices={prices!r} must be "
+            raise BadValue(f"SimLLM({name!r}): prices={prices!r} must be "
                              f"{{'input': $/1M tokens, 'output': $/1M tokens}}, both >= 0")
         if not isinstance(malformed_rate, (int, float)) or not 0.0 <= malformed_rate <= 1.0:
-            raise ValueError(f"SimLLM({name!r}): malformed_rate={malformed_rate!r} must be a "
+            raise BadValue(f"SimLLM({name!r}): malformed_rate={malformed_rate!r} must be a "
                              f"probability in [0, 1]")
         if rate_limit is not None and rate_limit.clock is None:
             rate_limit.clock = clock

@@ -15,6 +15,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 from typing import Any
+from ..errors import BadValue
 
 
 class ServiceUnavailable(Exception):
@@ -30,7 +31,7 @@ class Service:
 
     def __init__(self, honor_keys: bool = True, *, failure_rate: float = 0.0, seed: int = 0):
         if not 0.0 <= failure_rate <= 1.0:
-            raise ValueError(f"{type(self).__name__}(failure_rate={failure_rate!r}): a "
+            raise BadValue(f"{type(self).__name__}(failure_rate={failure_rate!r}): a "
                              f"probability in [0, 1]")
         self.honor_keys = honor_keys
         self.failure_rate = failure_rate

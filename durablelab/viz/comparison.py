@@ -15,6 +15,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from .plots import _FONT, Figure, _short
+from ..errors import BadValue
 
 # One colour per run in compare_plot (Okabe-Ito, in an order that starts far from the
 # outcome colours' greens and oranges).
@@ -44,7 +45,7 @@ def compare_plot(frame: pd.DataFrame, metrics=None, *, width=None) -> Figure:
             raise KeyError(f"compare_plot: no column {missing[0]!r} in the frame (columns: "
                            f"{', '.join(map(str, frame.columns))})")
     if not metrics:
-        raise ValueError(f"compare_plot: the frame has no numeric column to chart (columns: "
+        raise BadValue(f"compare_plot: the frame has no numeric column to chart (columns: "
                          f"{', '.join(map(str, frame.columns))}); name them with metrics=[...]")
     width = 9.0 if width is None else float(width)
     ncols = min(3, len(metrics))

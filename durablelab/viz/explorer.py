@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import ipywidgets as widgets
+from ..errors import BadType
 
 REPLAYED, EXECUTED, NOT_REACHED = "replayed", "executed", "not reached"
 
@@ -194,7 +195,7 @@ class ReplayExplorer:
     def __init__(self, run, wakeup: int | None = None):
         for frame in ("history", "wakeups"):
             if not hasattr(run, frame):
-                raise TypeError(f"ReplayExplorer needs a durablelab Run (engine.run(run_id) "
+                raise BadType(f"ReplayExplorer needs a durablelab Run (engine.run(run_id) "
                                 f"or dl.load(path)); got {type(run).__name__}, which has no "
                                 f".{frame} frame")
         self.run = run

@@ -35,6 +35,7 @@ from matplotlib.transforms import blended_transform_factory
 
 from ..durations import UNITS, duration_text, time_unit
 from ..waits import pair_waits
+from ..errors import BadValue
 
 # Okabe-Ito colours: distinguishable with the common colour-vision deficiencies.
 PALETTE = {
@@ -156,12 +157,12 @@ def timeline(runs, *, width=None, title=None, align="clock", unit=None) -> Figur
     """
     runs = [runs] if hasattr(runs, "attempts") else list(runs)
     if not runs:
-        raise ValueError("timeline(runs): no runs to draw; pass a Run or a list of Runs")
+        raise BadValue("timeline(runs): no runs to draw; pass a Run or a list of Runs")
     if align not in ("clock", "start"):
-        raise ValueError(f"timeline(align={align!r}): use 'clock' or 'start'")
+        raise BadValue(f"timeline(align={align!r}): use 'clock' or 'start'")
     sizes = dict(UNITS)
     if unit is not None and unit not in sizes:
-        raise ValueError(f"timeline(unit={unit!r}): use one of {', '.join(sizes)}, or None "
+        raise BadValue(f"timeline(unit={unit!r}): use one of {', '.join(sizes)}, or None "
                          f"for a unit that follows the span")
     width = 9.0 if width is None else float(width)
     origins = [_origin(run) for run in runs]
