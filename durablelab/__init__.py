@@ -29,12 +29,12 @@ from .context import Context, Saga
 from .engine import Engine, workflow
 from .errors import (ActivityFailed, AgentConfigError, BudgetExceeded, CompensationFailed,
                      ConfigError, DeterminismGuardError, DuplicateRunError, DurableLabError,
-                     HeartbeatError, HeartbeatIgnoredWarning, ModelOutputError,
+                     ExportFormatError, HeartbeatError, HeartbeatIgnoredWarning, ModelOutputError,
                      NonDeterminismError, NonRetryable, PolicyError, RateLimited,
                      ReadOnlyEngineError, ReplayCheckError, RunFinishedError, RunNotFoundError,
                      RunTimedOut, SerializationError, StoreFormatError, StoreLockedError,
-                     SweepError, Transient, UnknownWorkflowWarning, WorkflowError,
-                     WorkflowRedefinedWarning)
+                     SweepError, TemporalHistoryError, TemporalRunEnded, Transient,
+                     UnknownWorkflowWarning, WorkflowError, WorkflowRedefinedWarning)
 from .faults import FaultPlan
 from .heartbeat import heartbeat, last_heartbeat
 from .retry import RetryPolicy, classify, next_delay
@@ -47,11 +47,10 @@ _LAZY = {
     "counterfactual": ".counterfactual", "failures_plan": ".counterfactual",
     "CrashReport": ".crashes", "explore_crashes": ".crashes",
     "FaultMatrix": ".matrix", "fault_matrix": ".matrix",
-    "ExportFormatError": ".export", "export": ".export", "load": ".export",
+    "export": ".export", "load": ".export",
     "ask_structured": ".structured", "structured": ".structured",
     "from_dbos": ".backends.dbos_import", "Experiment": ".experiments", "sweep": ".experiments",
     "presets": ".presets", "ReplayReport": ".versioning", "replay_check": ".versioning",
-    "TemporalHistoryError": ".temporal", "TemporalRunEnded": ".temporal",
     "decode_payloads": ".temporal", "load_temporal": ".temporal",
 }
 

@@ -259,6 +259,51 @@ class EngineClosedError(DurableLabError, RuntimeError):
     fields = ("path", "superseded")
 
 
+# --- files from elsewhere: exports, imported histories, DBOS --------------------------------
+
+
+class ExportFormatError(DurableLabError):
+    """A file given to `dl.load` is not a readable durablelab export: wrong format or
+    version, a missing or unknown field, invalid JSON, a cut-short file, a pickle. Fields:
+    `path`, `line` (1-based line of a JSON Lines file or row of a Parquet file, or None
+    for the whole file) and `problem` (what was wrong, in a sentence)."""
+
+    fields = ("path", "line", "problem")
+
+
+class TemporalHistoryError(DurableLabError):
+    """A Temporal history could not be imported: `path` says which file ("<JSON text>" or
+    "<JSON object>" when none), `problem` what was wrong with it."""
+
+    fields = ("path", "problem")
+
+
+class TemporalRunEnded(DurableLabError):
+    """Temporal ended an imported run from outside its code: it was terminated or canceled.
+    durablelab has no such ending, so the run shows as failed with this error."""
+
+    fields = ("run_id", "ended_by", "reason", "identity")
+
+
+class RunnerOpenError(DurableLabError, RuntimeError):
+    """A second `DBOSRunner` in a process that already has one open (DBOS is one instance
+    per process: a second configuration would silently be ignored)."""
+
+    fields = ("url",)
+
+
+class UnknownWorkflowError(DurableLabError, LookupError):
+    """A run names a workflow this process did not register with the runner."""
+
+    fields = ("run_id", "workflow")
+
+
+class DBOSReadError(DurableLabError, ValueError):
+    """A DBOS database or row that cannot be read as a durablelab run."""
+
+    fields = ("url", "workflow_id", "what")
+
+
 class DurableLabWarning(UserWarning):
     """Base of durablelab's warnings."""
 
@@ -270,6 +315,11 @@ class UnknownWorkflowWarning(DurableLabWarning):
 
 class WorkflowRedefinedWarning(DurableLabWarning):
     """A registered workflow was given a new definition while runs of it are in flight."""
+
+
+class GuardOffWarning(DurableLabWarning):
+    """The determinism guard could not run (a profiler holds the hook it needs), so this
+    wake-up ran unguarded."""
 
 
 class HeartbeatIgnoredWarning(DurableLabWarning):

@@ -84,7 +84,8 @@ from typing import Any, Iterator
 
 import pandas as pd
 
-from .errors import BadType, BadValue, DurableLabError, SerializationError, error_from_json
+from .errors import (BadType, BadValue, DurableLabError, ExportFormatError, SerializationError,
+                     error_from_json)
 from .history import compact
 from .run import Run
 from .version import __version__
@@ -144,15 +145,6 @@ EXPERIMENT_NOT_RUNS = ("this is an exported experiment (a sweep's table: a row o
                        "run, no run histories), not exported runs; dl.load(path) gives the "
                        "Experiment, and experiment.runs(workflow=..., world=...) makes its "
                        "runs again")
-
-
-class ExportFormatError(DurableLabError):
-    """A file given to `dl.load` is not a readable durablelab export: wrong format or
-    version, a missing or unknown field, invalid JSON, a cut-short file, a pickle. Fields:
-    `path`, `line` (1-based line of a JSON Lines file or row of a Parquet file, or None
-    for the whole file) and `problem` (what was wrong, in a sentence)."""
-
-    fields = ("path", "line", "problem")
 
 
 # --- exporting ---------------------------------------------------------------------------

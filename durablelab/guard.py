@@ -65,7 +65,7 @@ import uuid
 import warnings
 from typing import Any, Callable
 
-from .errors import DeterminismGuardError, determinism_guard
+from .errors import DeterminismGuardError, GuardOffWarning, determinism_guard
 
 _CLOCK = "ctx.now() (the engine's clock: recorded once, replayed after)"
 _RANDOM = "ctx.random() (drawn from the run's seed: recorded once, replayed after)"
@@ -76,11 +76,6 @@ _ENVIRON = ("the workflow's input (pass the setting to engine.start), or an acti
             "reads it (ctx.activity records what it saw)")
 _OPEN = ("an activity that reads the file (ctx.activity(\"read_config\", read_config, "
          "path)), so what was read is recorded and replayed")
-
-
-class GuardOffWarning(UserWarning):
-    """The determinism guard could not run (a profiler holds the hook it needs), so this
-    wake-up ran unguarded."""
 
 
 def _c_calls() -> dict[int, tuple[str, str]]:

@@ -78,7 +78,7 @@ from typing import Any
 
 import pandas as pd
 
-from .errors import ActivityFailed, DurableLabError, RunTimedOut, WorkflowError
+from .errors import ActivityFailed, DurableLabError, RunTimedOut, TemporalRunEnded, WorkflowError
 from .run import ATTEMPT_COLUMNS, CRASH_COLUMNS, HISTORY_COLUMNS, WAKEUP_COLUMNS, Run
 from .temporal_json import (TemporalHistoryError, decode_payloads, duration, enum,
                             failure_class, instant_ns, message_of, read_histories,
@@ -106,13 +106,6 @@ _TRIGGERS = {"WorkflowExecutionStarted": "start", "TimerFired": "timer",
 _CLOSE = {"WorkflowExecutionCompleted": "completed", "WorkflowExecutionFailed": "failed",
           "WorkflowExecutionTimedOut": "failed", "WorkflowExecutionTerminated": "failed",
           "WorkflowExecutionCanceled": "failed", "WorkflowExecutionContinuedAsNew": "continued"}
-
-
-class TemporalRunEnded(DurableLabError):
-    """Temporal ended an imported run from outside its code: it was terminated or canceled.
-    durablelab has no such ending, so the run shows as failed with this error."""
-
-    fields = ("run_id", "ended_by", "reason", "identity")
 
 
 def load_temporal(source, run_id: str | None = None):

@@ -36,7 +36,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .errors import BadType, DurableLabError
+from .errors import BadType, DurableLabError, TemporalHistoryError
 
 _INSTANT = re.compile(r"(\d{4})-(\d\d)-(\d\d)[Tt ](\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?"
                       r"(?:([Zz])|([+-])(\d\d):?(\d\d))$")
@@ -47,13 +47,6 @@ _FAILURE_KINDS = {   # Temporal failure info -> the exception class the SDKs rai
     "serverFailureInfo": "ServerError", "activityFailureInfo": "ActivityError",
     "childWorkflowExecutionFailureInfo": "ChildWorkflowError",
     "resetWorkflowFailureInfo": "ResetWorkflowError"}
-
-
-class TemporalHistoryError(DurableLabError):
-    """A Temporal history could not be imported: `path` says which file ("<JSON text>" or
-    "<JSON object>" when none), `problem` what was wrong with it."""
-
-    fields = ("path", "problem")
 
 
 def history_error(label: str, problem: str) -> TemporalHistoryError:

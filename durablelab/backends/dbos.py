@@ -51,8 +51,9 @@ from ..context import DEFAULT_POLICY, Saga
 from ..draws import Draws
 from ..engine import _REGISTRY, workflow_name
 from ..errors import (BadType, BadValue, DuplicateRunError, DurableLabError, ModelOutputError,
-                      NonRetryable, RunFinishedError, RunNotFoundError, activity_failed,
-                      error_from_json, non_determinism, workflow_error)
+                      NonRetryable, RunFinishedError, RunNotFoundError, RunnerOpenError,
+                      UnknownWorkflowError, activity_failed, error_from_json, non_determinism,
+                      workflow_error)
 from ..heartbeat import unrecorded
 from ..retry import RetryPolicy, classify, next_delay
 
@@ -86,19 +87,6 @@ class _RunnerErrors(logging.Filter):
 
 
 logging.getLogger("dbos").addFilter(_RunnerErrors())
-
-
-class RunnerOpenError(DurableLabError, RuntimeError):
-    """A second `DBOSRunner` in a process that already has one open (DBOS is one instance
-    per process: a second configuration would silently be ignored)."""
-
-    fields = ("url",)
-
-
-class UnknownWorkflowError(DurableLabError, LookupError):
-    """A run names a workflow this process did not register with the runner."""
-
-    fields = ("run_id", "workflow")
 
 
 # --- the DBOS side: one workflow, two kinds of step ----------------------------------------

@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 
 from ..activities import outcome_of
-from ..errors import DurableLabError, WorkflowError, error_from_json
+from ..errors import DBOSReadError, DurableLabError, WorkflowError, error_from_json
 from ..run import (ATTEMPT_COLUMNS, CRASH_COLUMNS, HISTORY_COLUMNS, WAKEUP_COLUMNS, Run)
 
 RUNNER_WORKFLOW, ATTEMPT_STEP, VALUE_STEP = "durablelab.run", "durablelab.attempt", \
@@ -37,12 +37,6 @@ NOT_RECORDED = (
     "process died is simply run again by the recovering process.",
     "DBOS records no argument digests for plain steps, so a changed argument replays "
     "silently; durablelab's DBOSRunner records them.")
-
-
-class DBOSReadError(DurableLabError, ValueError):
-    """A DBOS database or row that cannot be read as a durablelab run."""
-
-    fields = ("url", "workflow_id", "what")
 
 
 def _fail(url, workflow_id, what, message) -> DBOSReadError:
