@@ -297,8 +297,7 @@ class Context:
         """The simulated world this run belongs to: a sweep's ``world(clock)``, or
         ``Engine(world=...)``; None otherwise. It is outside the worker, like a real
         service: nothing about it is recorded, and a crash does not reset it."""
-        engine = self._engine
-        return engine._worlds.get(self.run_id, engine.world) if engine._worlds else engine.world
+        return self._engine.world
 
     @property
     def is_replaying(self) -> bool:

@@ -354,7 +354,6 @@ class Engine:
             _HOLDERS[holder_key] = self
         #: the simulated world workflow code reaches as `ctx.world` (see the class docstring).
         self.world = world
-        self._worlds: dict[str, Any] = {}   # run id -> its own world (a sweep's), else .world
         self.guard = bool(guard)
         self._guard = Guard(Context) if guard else None
         self._workflows: dict[str, Callable] = {}
@@ -639,7 +638,6 @@ class Engine:
         schema, far more than a small run. Only rows of ended runs should be forgotten."""
         self._runs = {}
         self._heap = []
-        self._worlds = {}
         self._run_fns = {}
         self._telemetry = []
         self._attempts.breakers = {}
@@ -1081,8 +1079,6 @@ class Engine:
         base, _, n = state.run_id.rpartition("~")
         next_id = f"{base}~{int(n) + 1}" if base and n.isdigit() else f"{state.run_id}~1"
         self._end(state, "continued", result_json=json.dumps({"continued_as": next_id}))
-        if state.run_id in self._worlds:
-            self._worlds[next_id] = self._worlds[state.run_id]
         self._start(state.workflow, input_json, next_id, state.faults, state.seed, state.run_id,
                     state.options_json, fn=state.fn)
 

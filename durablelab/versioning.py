@@ -107,7 +107,6 @@ class _ReplayOnly:
     replay (no activity runs, nothing is recorded, no signal arrives)."""
 
     world = None
-    _worlds: dict = {}
 
     def __init__(self):
         self.clock = VirtualClock()

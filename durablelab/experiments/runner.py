@@ -244,7 +244,7 @@ class Isolated:
         self.used += 1
         clock = engine.clock = VirtualClock()       # every run starts at t=0
         world = world_factory(clock) if world_factory is not None else None
-        engine._worlds = {run_id: world} if world is not None else {}
+        engine.world = world                        # ...in a world of its own
         engine.start(workflow, input_value, run_id=run_id, faults=plan, seed=seed,
                      timeout=timeout, policies=policies)
         engine.run_until_idle()
