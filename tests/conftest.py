@@ -46,6 +46,7 @@ SLOW_MODULES = {  # file name (a glob) -> why it is slow
     "test_wheel.py": "builds a wheel and serves its lessons from a fresh virtual environment",
     "test_agents_client.py": "the real openai client against a local HTTP server, real hangs",
     "test_exercises*.py": "every lesson's exercise checkers, each replaying lesson scenarios",
+    "test_viz.py": "draws every figure with matplotlib, which the core never imports",
 }
 
 SLOW_TESTS = {  # file -> {test function (all its parameters) -> why it is slow}
@@ -67,6 +68,18 @@ SLOW_TESTS = {  # file -> {test function (all its parameters) -> why it is slow}
     "test_poisoned_values.py": {
         "test_any_json_value_round_trips_exactly_even_with_lone_surrogates":
             "Hypothesis: a store round trip per example",
+    },
+    "test_agents.py": {
+        "test_crashes_never_double_an_effect_nor_repeat_a_recorded_model_call":
+            "Hypothesis: an agent run through crash schedules per example",
+    },
+    "test_sweep_data.py": {
+        "test_the_data_form_rebuilds_the_same_sweep": "Hypothesis: a sweep spec per example",
+        "test_a_thread_pool_executor_gives_the_serial_table": "a sweep of 60 seeds, twice",
+    },
+    "test_fast_lane.py": {
+        "test_the_fast_lane_leaves_out_notebooks_and_slow_modules_and_tests":
+            "collects the whole suite again in a child pytest",
     },
     "test_heartbeat.py": {
         "test_details_survive_kill_9_and_the_recovered_attempt_resumes":
