@@ -47,6 +47,7 @@ SLOW_MODULES = {  # file name (a glob) -> why it is slow
     "test_agents_client.py": "the real openai client against a local HTTP server, real hangs",
     "test_exercises*.py": "every lesson's exercise checkers, each replaying lesson scenarios",
     "test_viz.py": "draws every figure with matplotlib, which the core never imports",
+    "test_deploy.py": "the deploy simulator: many runs parked at each point, per test",
 }
 
 SLOW_TESTS = {  # file -> {test function (all its parameters) -> why it is slow}
@@ -80,6 +81,17 @@ SLOW_TESTS = {  # file -> {test function (all its parameters) -> why it is slow}
     "test_fast_lane.py": {
         "test_the_fast_lane_leaves_out_notebooks_and_slow_modules_and_tests":
             "collects the whole suite again in a child pytest",
+    },
+    "test_fault_rules.py": {
+        "test_fail_draws_are_a_pure_function_of_seed_rule_position_attempt":
+            "Hypothesis: 30 fault plans",
+    },
+    "test_draws.py": {
+        "test_the_same_key_gives_the_same_numbers_in_range": "Hypothesis",
+        "test_the_numbers_are_the_same_in_another_process": "a child Python process",
+    },
+    "test_bad_input.py": {
+        "test_second_process_gets_a_clear_lock_error": "a child Python process holds the file",
     },
     "test_heartbeat.py": {
         "test_details_survive_kill_9_and_the_recovered_attempt_resumes":
