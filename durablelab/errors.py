@@ -439,9 +439,10 @@ def store_open_error(path: str, found: str, head: bytes | None) -> StoreOpenErro
 
 
 def damaged_run(path, run_id: str, position: int | None, what: str, detail: str = "",
-                expected: int | None = None) -> DamagedRunError:
+                expected: int | None = None, table: str | None = None) -> DamagedRunError:
+    """`table`: where to look at the damaged row (events if there is a position, else runs)."""
     where = f" at history position {position}" if position is not None else ""
-    table = "events" if position is not None else "runs"
+    table = table or ("events" if position is not None else "runs")
     return DamagedRunError(
         f"Run {run_id!r} in {path or 'the in-memory store'} cannot be read: {what}{where}"
         f"{detail}. "

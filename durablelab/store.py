@@ -257,10 +257,11 @@ def _row_of_view(row: tuple) -> tuple:
 
 
 def _event_fields(body: str) -> list | None:
-    """The decoded body of an event_log row, or None if it is not one (a damaged row)."""
+    """The decoded body of an event_log row, or None if it is not one (a damaged row; a body
+    nested too deep for Python's parser is one too)."""
     try:
         fields = json.loads(body)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return None
     if not isinstance(fields, list) or not (  # bodies written before `args` lack it
             len(EVENT_COLS_V2) - 2 <= len(fields) <= len(EVENT_COLS) - 2):
@@ -271,16 +272,81 @@ def _event_fields(body: str) -> list | None:
 def _decoded(rows) -> tuple[list, list]:
     """(events, damaged) of event_log rows: events in the `events` view's shape, with the
     body decoded here (json.loads is cheaper than twelve JSON extractions a row in the
-    view); a body that does not decode is listed under damaged as (run id, position)
-    instead: its run is set aside."""
+    view); a body that does not decode is listed under damaged instead (see `_screened`):
+    its run is set aside."""
     events, damaged = [], []
     for run_id, position, body in rows:
         fields = _event_fields(body)
         if fields is None:
-            damaged.append((run_id, position))
+            damaged.append((run_id, position, "its event's body is not the JSON durablelab "
+                                              "wrote", "events"))
         else:
             events.append((run_id, position, *fields))
     return events, damaged
+
+
+def _is_time(value) -> bool:
+    """Whether `value` is a time a run can be replayed with: a finite int or float."""
+    return type(value) in (float, int) and math.isfinite(value)
+
+
+def _deadline(value_json) -> bool:
+    """Whether a wait event's value holds a deadline a scheduler can keep: a finite time,
+    or None (a signal wait without one). A NaN deadline woke its run for ever."""
+    try:
+        value = json.loads(value_json)
+    except (TypeError, ValueError, RecursionError):
+        return False
+    return isinstance(value, dict) and "deadline" in value and (
+        value["deadline"] is None or _is_time(value["deadline"]))
+
+
+def _screened(out: dict) -> dict:
+    """`out` (a `load`) with `damaged` listing every row a run cannot be replayed from, as
+    (run id, history position or None, what is wrong, the table to look in): a time that is
+    not finite (one would move every run's clock at open), a wait without a finite deadline,
+    a signal value that is not JSON. Such a row belongs to its run alone: the engine sets
+    that run aside (DESIGN section 6) and the others open and run."""
+    damaged = out["damaged"]
+    recorded_at, started_at = EVENT_COLS.index("recorded_at"), EVENT_COLS.index("started_at")
+    for row in out["events"]:
+        if not _is_time(row[recorded_at]):
+            damaged.append((row[0], row[1], f"its event's time (recorded_at) is "
+                                            f"{row[recorded_at]!r}, not a finite number",
+                            "events"))
+        elif row[started_at] is not None and not _is_time(row[started_at]):
+            damaged.append((row[0], row[1], f"its activity's start time (started_at) is "
+                                            f"{row[started_at]!r}, not a finite number",
+                            "events"))
+        elif row[2] in (h.SLEEP, h.WAIT_SIGNAL) and not _deadline(row[6]):
+            damaged.append((row[0], row[1], f"its wait (ctx.{row[2]}) has no finite deadline "
+                                            f"(value {str(row[6])[:60]!r})", "events"))
+    for row in out["attempts"]:
+        if not (_is_time(row.started_at) and _is_time(row.ended_at)
+                and (row.delay is None or _is_time(row.delay))):
+            damaged.append((row.run_id, row.position, f"its attempt {row.attempt} of "
+                            f"{row.activity!r} has a time that is not a finite number "
+                            f"(started_at {row.started_at!r}, ended_at {row.ended_at!r}, "
+                            f"delay {row.delay!r})", "attempts"))
+    for row in out["signals"]:
+        if not _is_time(row.arrived_at):
+            damaged.append((row.run_id, None, f"its signal {row.name!r} (seq {row.seq}) "
+                            f"arrived at {row.arrived_at!r}, not a finite time", "signals"))
+            continue
+        try:
+            json.loads(row.value)
+        except (TypeError, ValueError, RecursionError):
+            damaged.append((row.run_id, None, f"its signal {row.name!r} (seq {row.seq}) has "
+                            f"a value that is not the JSON durablelab wrote", "signals"))
+    for row in out["faults"]:
+        if not _is_time(row.fired_at):
+            damaged.append((row.run_id, row.position, f"its fault (rule {row.rule}) fired at "
+                            f"{row.fired_at!r}, not a finite time", "faults"))
+    for row in out["wakeups"]:
+        if not _is_time(row.woke_at):
+            damaged.append((row.run_id, None, f"its wake-up ({row.reason}) is at "
+                            f"{row.woke_at!r}, not a finite time", "wakeups"))
+    return out
 
 
 _LOCK = re.compile(r"Conflicting lock is held in (.*?) \(PID (\d+)\)")
@@ -752,7 +818,7 @@ class Store:
             out = {table: as_records(record, found[table])
                    for table, record in _RECORDS.items()}
             out["events"], out["damaged"] = _decoded(map(encoded, found["event_log"]))
-            return out
+            return _screened(out)
         return self.load(f"status IN {UNFINISHED!r}")
 
     def load(self, where: str, params=()) -> dict[str, list]:
@@ -761,7 +827,8 @@ class Store:
         read: an engine reads every run's row once, when it opens. Attempts, signals,
         faults and wake-ups come as their records (`durablelab/records.py`); events as
         tuples shaped like the `events` view (EVENT_COLS), which the engine turns into
-        `history.Event`s."""
+        `history.Event`s; `damaged` lists the rows a run cannot be replayed from
+        (`_screened`)."""
         runs = f"SELECT run_id FROM runs WHERE {where}"
         order = {"attempts": "run_id, position, attempt",
                  "signals": "run_id, seq", "faults": "run_id, fired_at",
@@ -774,7 +841,7 @@ class Store:
             out[table] = as_records(record, self.fetch(
                 f"SELECT {', '.join(record._fields)} FROM {table} "
                 f"WHERE run_id IN ({runs}) ORDER BY {order[table]}", params))
-        return out
+        return _screened(out)
 
     def save_clock(self, instant: float) -> None:
         """Remember the engine's clock, so an engine opened later does not start earlier."""

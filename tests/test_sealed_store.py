@@ -17,6 +17,7 @@ learner would: `dl.Engine(path)`, `dl.Engine(path, read_only=True)`, `durablelab
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import sqlite3
 import subprocess
@@ -276,3 +277,225 @@ def test_the_store_module_is_the_only_unsealed_duckdb_connect_left():
                     not in line:
                 unsealed.append(f"{path.relative_to(ROOT)}:{number}")
     assert unsealed == []
+
+
+# --- no value poisons a store ---------------------------------------------------------------
+
+def steps(ctx, _):
+    ctx.activity("first", ok, 1)
+    ctx.sleep(10)
+    return ctx.wait_signal("go")
+
+
+def two_runs(path):
+    """A file with runs 'bad' (a retried attempt and its fault firing) and 'good', both
+    waiting on signal 'go', and 'done', completed. Returns the clock it closed at."""
+    with dl.Engine(path) as engine:
+        engine.start(steps, None, run_id="bad", faults=[dl.faults.ServerError("first",
+                                                                             attempts=(1,))])
+        engine.start(steps, None, run_id="good")
+        engine.start(lambda ctx, _: ctx.activity("first", ok, 2), None, run_id="done")
+        engine.signal("bad", "other", {"unread": True})   # a signal row no wait consumes
+        engine.run_until_idle()
+        assert engine.run("bad").status == engine.run("good").status == "waiting"
+        return engine.clock.now()
+
+
+def rows_of(path, run_id):
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        return {table: repr(con.execute(f"SELECT * FROM {table} WHERE run_id = ? ORDER BY ALL",
+                                        [run_id]).fetchall())   # repr: nan == nan
+                for table in ("runs", "event_log", "attempts", "signals", "faults", "wakeups")}
+    finally:
+        con.close()
+
+
+def assert_set_aside(path, run_id, words, clock):
+    """`run_id` is listed, refused with `words`, never run; the clock opens where the file
+    closed, and 'good' carries on to the end."""
+    before = rows_of(path, run_id)
+    with dl.Engine(path, workflows=[steps]) as engine:
+        assert engine.clock.now() == clock
+        assert run_id in set(engine.runs()["run_id"])
+        with pytest.raises(DamagedRunError, match=words) as info:
+            engine.run(run_id)
+        assert info.value.run_id == run_id and "set aside" in str(info.value)
+        engine.signal("good", "go", "yes")
+        engine.run_until_idle()
+        assert engine.run("good").status == "completed"
+        assert engine.run("good").result == "yes"
+        assert math.isfinite(engine.clock.now())
+    assert rows_of(path, run_id) == before                   # the damaged run is untouched
+    with dl.Engine(path, read_only=True) as engine:         # and a reader sees the same
+        with pytest.raises(DamagedRunError, match=words):
+            engine.run(run_id)
+
+
+@pytest.mark.parametrize("sql, words", [
+    ("UPDATE runs SET ended_at = 'inf' WHERE run_id = 'done'",
+     r"its start or end time .* ended_at inf"),
+    ("UPDATE runs SET started_at = 'nan' WHERE run_id = 'done'", r"started_at nan"),
+    ("UPDATE runs SET started_at = '-inf' WHERE run_id = 'bad'", r"started_at -inf"),
+])
+def test_a_run_row_with_a_time_that_is_not_finite_is_set_aside(db_path, sql, words):
+    clock = two_runs(db_path)
+    edit(db_path, sql)
+    run_id = "done" if "'done'" in sql else "bad"
+    assert_set_aside(db_path, run_id, words, clock)
+
+
+@pytest.mark.parametrize("clock", ["inf", "nan", "-inf", "abc", "1e999", ""])
+def test_a_saved_clock_that_is_not_a_finite_number_moves_no_run(db_path, clock):
+    closed_at = two_runs(db_path)
+    edit(db_path, f"UPDATE meta SET value = '{clock}' WHERE key = 'clock'")
+    with dl.Engine(db_path, workflows=[steps]) as engine:
+        assert engine.clock.now() == closed_at               # the runs' own rows still count
+        engine.signal("good", "go", 1)
+        engine.signal("bad", "go", 2)
+        engine.run_until_idle()
+        assert engine.run("good").status == engine.run("bad").status == "completed"
+
+
+def test_a_crash_time_that_is_not_finite_moves_no_run(db_path):
+    closed_at = two_runs(db_path)
+    edit(db_path, "INSERT INTO crashes VALUES ('inf', NULL, NULL, NULL, 'edited')")
+    with dl.Engine(db_path, workflows=[steps]) as engine:
+        assert engine.clock.now() == closed_at
+
+
+def set_body(path, run_id, position, change):
+    """Rewrite the body of one event_log row with `change(fields)`."""
+    con = duckdb.connect(str(path))
+    try:
+        (body,), = con.execute("SELECT body FROM event_log WHERE run_id = ? AND position = ?",
+                               [run_id, position]).fetchall()
+        con.execute("UPDATE event_log SET body = ? WHERE run_id = ? AND position = ?",
+                    [change(json.loads(body)), run_id, position])
+    finally:
+        con.close()
+
+
+def with_value(text):
+    def change(fields):
+        fields[4] = text
+        return json.dumps(fields)
+    return change
+
+
+def with_time(index, text):
+    """Field `index` of a body (5: recorded_at, 7: started_at) as the JSON token `text`."""
+    def change(fields):
+        return "[" + ", ".join(text if i == index else json.dumps(field)
+                               for i, field in enumerate(fields)) + "]"
+    return change
+
+
+@pytest.mark.parametrize("position, change, words", [
+    (2, with_value('{"seconds": 10, "deadline": NaN}'), r"its wait \(ctx.sleep\) has no "
+                                                        r"finite deadline .*at history "
+                                                        r"position 2"),
+    (2, with_value('{"seconds": 10}'), r"ctx.sleep\) has no finite deadline"),
+    (2, with_value('[1, 2'), r"ctx.sleep\) has no finite deadline"),
+    (4, with_value('{"deadline": Infinity}'), r"its wait \(ctx.wait_signal\) has no finite "
+                                              r"deadline .*at history position 4"),
+    (1, with_time(5, "Infinity"), r"its event's time \(recorded_at\) is inf"),
+    (2, with_time(5, '"soon"'), r"its event's time \(recorded_at\) is 'soon'"),
+    (1, with_time(7, "NaN"), r"its activity's start time \(started_at\) is nan"),
+    (1, lambda fields: "[" * 100_000 + "]" * 100_000,
+     r"its event's body is not the JSON durablelab wrote at history position 1"),
+])
+def test_a_damaged_event_sets_its_run_aside(db_path, position, change, words):
+    clock = two_runs(db_path)
+    set_body(db_path, "bad", position, change)
+    assert_set_aside(db_path, "bad", words, clock)
+
+
+@pytest.mark.parametrize("sql, words", [
+    ("UPDATE attempts SET ended_at = 'inf' WHERE run_id = 'bad'",
+     r"its attempt 1 of 'first' has a time that is not a finite number .*ended_at inf"),
+    ("UPDATE attempts SET delay = 'nan' WHERE run_id = 'bad'", r"delay nan"),
+    ("UPDATE signals SET arrived_at = 'inf' WHERE run_id = 'bad'",
+     r"its signal 'other' \(seq 1\) arrived at inf, not a finite time"),
+    ("UPDATE signals SET value = '{unquoted: 1' WHERE run_id = 'bad'",
+     r"its signal 'other' \(seq 1\) has a value that is not the JSON durablelab wrote"),
+    ("UPDATE signals SET value = repeat('[', 100000) || repeat(']', 100000) "
+     "WHERE run_id = 'bad'", r"has a value that is not the JSON"),
+    ("UPDATE faults SET fired_at = '-inf' WHERE run_id = 'bad'",
+     r"its fault \(rule 0\) fired at -inf, not a finite time"),
+    ("UPDATE wakeups SET woke_at = 'nan' WHERE run_id = 'bad'",
+     r"its wake-up \(start\) is at nan, not a finite time"),
+])
+def test_a_damaged_attempt_signal_fault_or_wakeup_row_sets_its_run_aside(db_path, sql, words):
+    clock = two_runs(db_path)
+    edit(db_path, sql)
+    assert_set_aside(db_path, "bad", words, clock)
+
+
+def sleepers(path, wait):
+    """'bad' and 'good' both in a wait (`wait`: sleep or wait_signal with a time-out) due at
+    t=100, the file closed at t=1."""
+    def sleeper(ctx, _):
+        if wait == "sleep":
+            ctx.sleep(100)
+        else:
+            ctx.wait_signal("go", timeout=100)
+        return "woke"
+    sleeper.__qualname__ = sleeper.__name__ = f"sleeper_{wait}"
+    with dl.Engine(path) as engine:
+        engine.start(sleeper, None, run_id="bad")
+        engine.start(sleeper, None, run_id="good")
+        engine.advance(1)
+    return sleeper
+
+
+@pytest.mark.parametrize("wait, value", [
+    ("sleep", '{"seconds": 100, "deadline": NaN}'),
+    ("sleep", '{"seconds": 100, "deadline": -Infinity}'),
+    ("wait_signal", '{"deadline": NaN}'),
+])
+def test_a_nan_deadline_no_longer_spins_run_until_idle(db_path, wait, value):
+    import signal as alarm
+    sleeper = sleepers(db_path, wait)
+    set_body(db_path, "bad", 1, with_value(value))
+
+    def stuck(*_):
+        raise TimeoutError("run_until_idle() spun for 20 s on a NaN deadline")
+    previous = alarm.signal(alarm.SIGALRM, stuck)
+    alarm.alarm(20)
+    try:
+        with dl.Engine(db_path, workflows=[sleeper]) as engine:
+            engine.run_until_idle()
+            assert engine.run("good").status == "completed" and engine.clock.now() == 100
+            with pytest.raises(DamagedRunError, match=rf"ctx.{wait}\) has no finite deadline"):
+                engine.run("bad")
+            wakeups = engine.store.fetch("SELECT count(*) FROM wakeups WHERE run_id = 'bad'")
+            assert wakeups == [(1,)]                          # the start's, and no more
+    finally:
+        alarm.alarm(0)
+        alarm.signal(alarm.SIGALRM, previous)
+
+
+def test_a_budget_usage_that_does_not_read_back_sets_its_run_aside(db_path):
+    with dl.Engine(db_path) as engine:
+        engine.start(steps, None, run_id="bad", budget=dl.Budget(model_calls=5))
+        engine.start(steps, None, run_id="good")
+        engine.run_until_idle()
+        clock = engine.clock.now()
+    edit(db_path, "INSERT INTO meta VALUES ('burnt:bad', '{not json')")
+    assert_set_aside(db_path, "bad", r"its budget's usage does not read back", clock)
+
+
+@pytest.mark.parametrize("waiting, words", [
+    ("'{oops'", r"what it waits on \(runs.waiting\) does not read back"),
+    ("'{\"on\": \"signal\"}'", r"runs.waiting\) does not read back \(KeyError"),
+    ("'{\"on\": \"timer\", \"until\": NaN}'", r"until nan is not a finite time"),
+])
+def test_a_damaged_waiting_column_sets_its_run_aside_and_runs_still_lists(db_path, waiting,
+                                                                          words):
+    clock = two_runs(db_path)
+    edit(db_path, f"UPDATE runs SET waiting = {waiting} WHERE run_id = 'bad'")
+    assert_set_aside(db_path, "bad", words, clock)
+    with dl.Engine(db_path, read_only=True) as engine:      # the listing still reads
+        listed = engine.runs().set_index("run_id")
+        assert listed.status["bad"] == "waiting" and listed.waiting_on["bad"] is None
