@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import heapq
 import json
+import math
 import os
 import sys
 import types
@@ -734,21 +735,27 @@ class Engine:
                 self._runs[state.run_id] = state
         loaded = self.store.load_unfinished()
         running = [row for row in runs if row.status in UNFINISHED]
-        if opening:   # a new clock starts no earlier than anything recorded
-            latest = [self.store.latest_instant() or self.clock.now()]
-            latest += (row.ended_at if row.ended_at is not None else row.started_at
-                       for row in runs)
-            recorded_at = EVENT_COLS.index("recorded_at")   # events are the view's tuples
-            latest += (row[recorded_at] for row in loaded["events"])
-            latest += (row.ended_at for row in loaded["attempts"])
-            latest += (row.arrived_at for row in loaded["signals"])
-            latest += (row.fired_at for row in loaded["faults"])
-            self.clock.advance_to(max(latest))
         for row in running:
             state = self._runs[row.run_id] = self._state_from_row(row)
             if state.status == "diverged":
                 state.stored_error = row.error
         self._fill(loaded)
+        for row in running:
+            state = self._runs[row.run_id]
+            if state.budget is not None and state.damage is None:
+                self._load_spend(state)
+        if opening:   # a new clock starts no earlier than anything a readable run recorded
+            readable = {run_id for run_id, state in self._runs.items() if state.damage is None}
+            latest = [self.store.latest_instant() or self.clock.now()]
+            latest += (row.ended_at if row.ended_at is not None else row.started_at
+                       for row in runs if row.run_id in readable)
+            recorded_at = EVENT_COLS.index("recorded_at")   # events are the view's tuples
+            latest += (row[recorded_at] for row in loaded["events"] if row[0] in readable)
+            for table, instant in (("attempts", "ended_at"), ("signals", "arrived_at"),
+                                   ("faults", "fired_at")):
+                latest += (getattr(row, instant) for row in loaded[table]
+                           if row.run_id in readable)
+            self.clock.advance_to(max(latest))
         unknown: dict[str, list[str]] = {}
         for row in running:
             state = self._runs[row.run_id]
@@ -756,13 +763,6 @@ class Engine:
                 continue   # set aside: listed, never run (reading it says why)
             if state.fn is None:
                 unknown.setdefault(state.workflow, []).append(state.run_id)
-            if state.budget is not None:
-                for event in state.history:
-                    if event.kind == h.ACTIVITY:
-                        state.spend.add(event.loads() if event.ok else None)
-                burnt = self.store.burnt(state.run_id)   # broken answers, paid for
-                if burnt is not None:
-                    state.spend.burn(json.loads(burnt))
             if state.fn is not None:
                 began = state.history or state.attempts or state.wakeups
                 self._schedule(state, self.clock.now(), "wake", "recovery" if began else "start")
@@ -770,16 +770,32 @@ class Engine:
         if opening and unknown:
             warnings.warn(unknown_workflows(self.path, unknown), stacklevel=3)
 
+    def _load_spend(self, state: RunState) -> None:
+        """What a run with a budget spent so far: its activities' usage and its broken
+        answers' (`Store.burnt`). A value that does not read back sets the run aside."""
+        try:
+            for event in state.history:
+                if event.kind == h.ACTIVITY:
+                    state.spend.add(event.loads() if event.ok else None)
+            burnt = self.store.burnt(state.run_id)   # broken answers, paid for
+            if burnt is not None:
+                state.spend.burn(json.loads(burnt))
+        except Exception as exc:   # a hand-edited value: this run's alone
+            state.damage = damaged_run(self.path, state.run_id, None,
+                                       f"its budget's usage does not read back "
+                                       f"({type(exc).__name__}: {str(exc)[:200]})")
+
     def _load_ended(self, state: RunState) -> None:
         state.history = []
         self._fill(self.store.load("run_id = ?", [state.run_id]))
 
     def _fill(self, loaded: dict) -> None:
-        for run_id, position in loaded["damaged"]:
+        """Hand the loaded rows to their runs. A run with a damaged row (`Store.load` lists
+        them) is set aside, its first damage named: never replayed, never scheduled."""
+        for run_id, position, what, table in loaded["damaged"]:
             state = self._runs[run_id]
             if state.damage is None:
-                state.damage = damaged_run(self.path, run_id, position,
-                                           "its event's body is not the JSON durablelab wrote")
+                state.damage = damaged_run(self.path, run_id, position, what, table=table)
         for row in loaded["events"]:   # (run_id, position, ...): the `events` view's columns
             run_id, position = row[0], row[1]
             state = self._runs[run_id]
@@ -800,10 +816,24 @@ class Engine:
             self._runs[row.run_id].wakeups.append(row)
 
     def _state_from_row(self, row: RunRecord) -> RunState:
-        """A run's state from its `runs` row; a row whose JSON columns do not read back
-        gives a state set aside (`damage`), so one damaged run never keeps the rest out."""
+        """A run's state from its `runs` row; a row whose times are not finite or whose JSON
+        columns do not read back gives a state set aside (`damage`), so one damaged run
+        never keeps the rest out (one infinite time would move every run's clock)."""
         (run_id, workflow, input_json, seed, faults_json, options_json, parent, status,
          result_json, error_json, started_at, ended_at, parked) = row
+
+        def set_aside(what: str, why: str) -> RunState:
+            state = RunState(run_id, workflow, input_json, seed, None, None, parent, status,
+                             None, None, started_at, ended_at)
+            state.damage = damaged_run(self.path, run_id, None,
+                                       f"{what} does not read back ({why})")
+            return state
+
+        if not all(map(math.isfinite, (started_at,) if ended_at is None else
+                       (started_at, ended_at))):
+            return set_aside("its start or end time (runs.started_at, runs.ended_at)",
+                             f"started_at {started_at!r}, ended_at {ended_at!r}: a time must "
+                             f"be a finite number")
         what = "its recorded error (runs.error)"
         try:
             error = error_from_json(json.loads(error_json)) if error_json else None
@@ -817,14 +847,14 @@ class Engine:
             what = "its input (runs.input)"
             if status in ("running", "waiting"):
                 json.loads(input_json)
-            return state
+            what = "what it waits on (runs.waiting)"
+            # engine.runs() shows it for every run: one that does not read must not break all
+            until = _waiting_columns(state.parked)[1]
         except Exception as exc:   # whatever a hand-edited row throws, it stays this run's
-            state = RunState(run_id, workflow, input_json, seed, None, None, parent, status,
-                             None, None, started_at, ended_at)
-            state.damage = damaged_run(self.path, run_id, None,
-                                       f"{what} does not read back ({type(exc).__name__}: "
-                                       f"{exc})")
-            return state
+            return set_aside(what, f"{type(exc).__name__}: {exc}")
+        if until is not None and not (type(until) in (int, float) and math.isfinite(until)):
+            return set_aside(what, f"until {until!r} is not a finite time")
+        return state
 
     def _plan_from_json(self, text: str) -> FaultPlan:
         """The plan stored with a run; runs that share a plan share one object (and its

@@ -496,9 +496,10 @@ def store_open_error(path: str, found: str, head: bytes | None) -> StoreOpenErro
 
 
 def damaged_run(path, run_id: str, position: int | None, what: str, detail: str = "",
-                expected: int | None = None) -> DamagedRunError:
+                expected: int | None = None, table: str | None = None) -> DamagedRunError:
+    """`table`: where to look at the damaged row (events if there is a position, else runs)."""
     where = f" at history position {position}" if position is not None else ""
-    table = "events" if position is not None else "runs"
+    table = table or ("events" if position is not None else "runs")
     return DamagedRunError(
         f"Run {run_id!r} in {path or 'the in-memory store'} cannot be read: {what}{where}"
         f"{detail}. "
@@ -949,3 +950,32 @@ def not_callable(call: str, fn) -> BadType:
     return bad_type(call, "fn", (
         f"fn={fn!r} is not callable: pass the function the activity runs (not its result), "
         f"for example ctx.activity(\"charge\", charge, order_id)"))
+
+
+# --- a file is data: what a store must be before durablelab reads it -----------------------
+
+class ForeignStoreError(StoreFormatError):
+    """A file given as a store that durablelab will not read: another kind of database
+    (`table` None), or a store whose `table` is not the base table durablelab's DDL creates
+    (a view, which would run the file's own SQL, or a table of other columns)."""
+
+    fields = ("path", "found", "expected", "table")
+
+
+def foreign_store(path, what: str) -> ForeignStoreError:
+    """A file refused by its first bytes, before DuckDB sees it (`what`: what it is)."""
+    return ForeignStoreError(
+        f"Cannot open {path} as a durablelab store: it is {what}, not a DuckDB store. "
+        f"durablelab opens no other kind of database (DuckDB would fetch an extension to "
+        f"read it). Nothing was read or written; {READABLE}, or give the Engine a new path.",
+        path=str(path), found=what, expected="a DuckDB store", table=None)
+
+
+def store_tampered(path, table: str, problem: str) -> ForeignStoreError:
+    """A store whose `table` is not what durablelab's DDL makes of it (`problem` says how)."""
+    return ForeignStoreError(
+        f"Cannot open {path} as a durablelab store: {problem}. A store is data: durablelab "
+        f"reads only the tables it created, so nothing in this file was read or written. "
+        f"Open a store written by dl.Engine(path); for runs someone sent you, ask for an "
+        f"export instead (dl.export(engine, 'runs.jsonl')), which is read as data only.",
+        path=str(path), found=problem, expected="the table durablelab creates", table=table)

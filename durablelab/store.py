@@ -13,13 +13,18 @@ touch, and reach DuckDB in bulk before anything reads the database. A sweep of t
 runs in memory then pays microseconds per row instead of a statement per step.
 
 Payloads (inputs, results, signal values, errors) are JSON text, never pickle: opening a
-stranger's file must never run code.
+stranger's file must never run code. Nor SQL of its own: a file may define `runs` as a view
+over `read_text('~/.ssh/id_rsa')`. So every connection is sealed (`SEALED`: DuckDB touches
+no other file and loads no extension), and the tables durablelab reads must be the base
+tables its DDL creates, checked in DuckDB's own catalog before anything reads them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
+import math
 import re
 from pathlib import Path
 
@@ -28,8 +33,9 @@ import pyarrow as pa
 
 from . import history as h
 from . import queued
-from .errors import (StoreFormatError, StoreLockedError, bad_value, store_not_readable_as_is,
-                     store_open_error, store_unreadable)
+from .errors import (StoreFormatError, StoreLockedError, bad_value, foreign_store,
+                     store_not_readable_as_is, store_open_error, store_tampered,
+                     store_unreadable)
 from .records import (AttemptRecord, CrashRecord, FaultRecord, RunEnd, RunRecord,
                       SignalRecord, WakeupRecord, as_records)
 
@@ -48,6 +54,18 @@ CHECKPOINT_EVERY = 50
 #: An in-memory store writes its queue to DuckDB at the latest when it holds this many
 #: writes, so a long session that never reads does not keep every row twice in Python.
 QUEUE_LIMIT = 100_000
+
+#: How every connection to a store is opened. A file is data: DuckDB may not read or list
+#: any other file (a view over read_text or glob), install or load an extension (DuckDB
+#: fetches one to read a SQLite or Parquet file), and nothing the file runs can turn either
+#: back on. DuckDB refuses a second connection to a file with another config, so everything
+#: that opens a store (the engine, replay_check, the sweep's results) uses this one.
+SEALED = {"enable_external_access": False, "autoinstall_known_extensions": False,
+          "autoload_known_extensions": False, "lock_configuration": True}
+
+#: First bytes of files that are not stores, refused before DuckDB opens them.
+FOREIGN = ((b"SQLite format 3\x00", "a SQLite database"),
+           (b"PAR1", "a Parquet file (a durablelab export? read it with dl.load(path))"))
 
 # Times are float seconds on the engine's clock. JSON columns hold compact JSON text.
 DDL = """
@@ -184,6 +202,15 @@ WHERE r.status IN ('running', 'waiting')
                     WHERE e.run_id = s.run_id AND e.kind = 'signal_received');
 """
 
+#: Schema 2's `events` table, a column per fact; `Store._upgrade` moves its rows to event_log.
+EVENTS_V2_DDL = """
+CREATE TABLE events (
+    run_id VARCHAR NOT NULL, position INTEGER NOT NULL, kind VARCHAR NOT NULL,
+    name VARCHAR NOT NULL, digest VARCHAR, ok BOOLEAN NOT NULL, value VARCHAR,
+    recorded_at DOUBLE NOT NULL, attempt INTEGER, started_at DOUBLE, outcome VARCHAR,
+    error_class VARCHAR, error VARCHAR, call_site VARCHAR, PRIMARY KEY (run_id, position))
+"""
+
 EVENT_COLS = ("run_id", "position", "kind", "name", "digest", "ok", "value", "recorded_at",
               "attempt", "started_at", "outcome", "error_class", "error", "call_site", "args")
 #: The columns of schema 2's `events` table (it had no args).
@@ -230,10 +257,11 @@ def _row_of_view(row: tuple) -> tuple:
 
 
 def _event_fields(body: str) -> list | None:
-    """The decoded body of an event_log row, or None if it is not one (a damaged row)."""
+    """The decoded body of an event_log row, or None if it is not one (a damaged row; a body
+    nested too deep for Python's parser is one too)."""
     try:
         fields = json.loads(body)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return None
     if not isinstance(fields, list) or not (  # bodies written before `args` lack it
             len(EVENT_COLS_V2) - 2 <= len(fields) <= len(EVENT_COLS) - 2):
@@ -244,16 +272,81 @@ def _event_fields(body: str) -> list | None:
 def _decoded(rows) -> tuple[list, list]:
     """(events, damaged) of event_log rows: events in the `events` view's shape, with the
     body decoded here (json.loads is cheaper than twelve JSON extractions a row in the
-    view); a body that does not decode is listed under damaged as (run id, position)
-    instead: its run is set aside."""
+    view); a body that does not decode is listed under damaged instead (see `_screened`):
+    its run is set aside."""
     events, damaged = [], []
     for run_id, position, body in rows:
         fields = _event_fields(body)
         if fields is None:
-            damaged.append((run_id, position))
+            damaged.append((run_id, position, "its event's body is not the JSON durablelab "
+                                              "wrote", "events"))
         else:
             events.append((run_id, position, *fields))
     return events, damaged
+
+
+def _is_time(value) -> bool:
+    """Whether `value` is a time a run can be replayed with: a finite int or float."""
+    return type(value) in (float, int) and math.isfinite(value)
+
+
+def _deadline(value_json) -> bool:
+    """Whether a wait event's value holds a deadline a scheduler can keep: a finite time,
+    or None (a signal wait without one). A NaN deadline woke its run for ever."""
+    try:
+        value = json.loads(value_json)
+    except (TypeError, ValueError, RecursionError):
+        return False
+    return isinstance(value, dict) and "deadline" in value and (
+        value["deadline"] is None or _is_time(value["deadline"]))
+
+
+def _screened(out: dict) -> dict:
+    """`out` (a `load`) with `damaged` listing every row a run cannot be replayed from, as
+    (run id, history position or None, what is wrong, the table to look in): a time that is
+    not finite (one would move every run's clock at open), a wait without a finite deadline,
+    a signal value that is not JSON. Such a row belongs to its run alone: the engine sets
+    that run aside (DESIGN section 6) and the others open and run."""
+    damaged = out["damaged"]
+    recorded_at, started_at = EVENT_COLS.index("recorded_at"), EVENT_COLS.index("started_at")
+    for row in out["events"]:
+        if not _is_time(row[recorded_at]):
+            damaged.append((row[0], row[1], f"its event's time (recorded_at) is "
+                                            f"{row[recorded_at]!r}, not a finite number",
+                            "events"))
+        elif row[started_at] is not None and not _is_time(row[started_at]):
+            damaged.append((row[0], row[1], f"its activity's start time (started_at) is "
+                                            f"{row[started_at]!r}, not a finite number",
+                            "events"))
+        elif row[2] in (h.SLEEP, h.WAIT_SIGNAL) and not _deadline(row[6]):
+            damaged.append((row[0], row[1], f"its wait (ctx.{row[2]}) has no finite deadline "
+                                            f"(value {str(row[6])[:60]!r})", "events"))
+    for row in out["attempts"]:
+        if not (_is_time(row.started_at) and _is_time(row.ended_at)
+                and (row.delay is None or _is_time(row.delay))):
+            damaged.append((row.run_id, row.position, f"its attempt {row.attempt} of "
+                            f"{row.activity!r} has a time that is not a finite number "
+                            f"(started_at {row.started_at!r}, ended_at {row.ended_at!r}, "
+                            f"delay {row.delay!r})", "attempts"))
+    for row in out["signals"]:
+        if not _is_time(row.arrived_at):
+            damaged.append((row.run_id, None, f"its signal {row.name!r} (seq {row.seq}) "
+                            f"arrived at {row.arrived_at!r}, not a finite time", "signals"))
+            continue
+        try:
+            json.loads(row.value)
+        except (TypeError, ValueError, RecursionError):
+            damaged.append((row.run_id, None, f"its signal {row.name!r} (seq {row.seq}) has "
+                            f"a value that is not the JSON durablelab wrote", "signals"))
+    for row in out["faults"]:
+        if not _is_time(row.fired_at):
+            damaged.append((row.run_id, row.position, f"its fault (rule {row.rule}) fired at "
+                            f"{row.fired_at!r}, not a finite time", "faults"))
+    for row in out["wakeups"]:
+        if not _is_time(row.woke_at):
+            damaged.append((row.run_id, None, f"its wake-up ({row.reason}) is at "
+                            f"{row.woke_at!r}, not a finite time", "wakeups"))
+    return out
 
 
 _LOCK = re.compile(r"Conflicting lock is held in (.*?) \(PID (\d+)\)")
@@ -268,8 +361,128 @@ def _head(path: str) -> bytes | None:
         return None
 
 
+def _finite(value) -> float | None:
+    """`value` (a number, or the text of one) as a finite float, or None if it is not one."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return number if math.isfinite(number) else None
+
+
 def _placeholders(columns) -> str:
     return "(" + ", ".join("?" for _ in columns) + ")"
+
+
+def connect(path: str | None, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """A sealed (`SEALED`) DuckDB connection to the store at `path`, or to a new in-memory
+    one (None). A SQLite or Parquet file is refused by its first bytes (StoreFormatError),
+    before DuckDB sees it. DuckDB's own errors (a lock, a file that is not DuckDB) pass."""
+    if path is None:
+        # An in-memory store holds one lab's or one sweep worker's few thousand rows: a
+        # statement's work is too small to share out, and handing it to DuckDB's worker
+        # threads costs more than it saves (on a busy machine, several times more).
+        return duckdb.connect(":memory:", config={**SEALED, "threads": 1})
+    head = _head(path) or b""
+    for magic, what in FOREIGN:
+        if head.startswith(magic):
+            raise foreign_store(path, what)
+    return duckdb.connect(path, read_only=read_only, config=SEALED)
+
+
+def catalog(con) -> dict[str, tuple | str]:
+    """What each name in the database's main schema is: "view", or a base table's shape,
+    (columns as (name, type, nullable), primary key columns). Read through the catalog
+    functions of DuckDB's `system` database, named in full: a file can define a macro
+    `duckdb_tables()` of its own, which would answer for the unqualified name. Names are
+    lowercased: DuckDB finds a view `RUNS` for `FROM runs`."""
+    where = "schema_name = 'main' AND NOT internal AND NOT temporary"
+    of_table = "t.schema_name = 'main' AND NOT t.internal AND NOT t.temporary"
+    found: dict[str, tuple | str] = {name.lower(): "view" for (name,) in con.execute(
+        f"SELECT view_name FROM system.main.duckdb_views() WHERE {where}").fetchall()}
+    columns: dict[str, list] = {name: [] for (name,) in con.execute(
+        f"SELECT table_name FROM system.main.duckdb_tables() WHERE {where}").fetchall()}
+    for table, *column in con.execute(
+            "SELECT c.table_name, c.column_name, c.data_type, c.is_nullable "
+            "FROM system.main.duckdb_columns() c JOIN system.main.duckdb_tables() t "
+            f"ON c.table_oid = t.table_oid WHERE {of_table} "
+            "ORDER BY c.table_name, c.column_index").fetchall():
+        columns[table].append(tuple(column))
+    keys: dict[str, tuple] = {}
+    for table, names in con.execute(
+            "SELECT k.table_name, k.constraint_column_names "
+            "FROM system.main.duckdb_constraints() k JOIN system.main.duckdb_tables() t "
+            f"ON k.table_oid = t.table_oid WHERE {of_table} "
+            "AND k.constraint_type = 'PRIMARY KEY'").fetchall():
+        keys[table] = tuple(names)
+    for table, cols in columns.items():
+        found[table.lower()] = (tuple(cols), keys.get(table, ()))
+    return found
+
+
+@functools.cache
+def _shapes() -> dict[str, tuple]:
+    """The shape (`catalog`) of each table the DDL creates, and of schema 2's `events`,
+    read from scratch databases: the DDL stays the one description of a store's tables."""
+    with connect(None) as con:
+        con.execute(DDL)
+        shapes = {k: v for k, v in catalog(con).items() if v != "view"}
+    with connect(None) as con:
+        con.execute(EVENTS_V2_DDL)
+        shapes["events_v2"] = catalog(con)["events"]
+    return shapes
+
+
+def expected_tables(version: int) -> dict[str, tuple | str]:
+    """What each name durablelab reads or replaces is in a store of schema `version`: a
+    shape, or "view". Before schema 5, `runs` had no `waiting` (its last column); schema 2
+    kept `events` as a table and had no `event_log`."""
+    shapes = _shapes()
+    expected: dict[str, tuple | str] = {name: shape for name, shape in shapes.items()
+                                        if name != "events_v2"}
+    expected.update(events="view", pending_timers="view", pending_signals="view")
+    if version == 2:
+        del expected["event_log"]
+        expected["events"] = shapes["events_v2"]
+    return expected
+
+
+def check_tables(path, found: dict, version: int, names=None) -> None:
+    """Refuse (StoreFormatError) a store where a name durablelab reads is not what its DDL
+    makes of it: a view in place of a table (it would run the file's SQL), a table with
+    other columns, types or key, or a table missing from a store of this version. `found`
+    is the store's `catalog`; `names` limits the check to those names."""
+    expected = expected_tables(version)
+    for name in (expected if names is None else names):
+        want, have = expected[name], found.get(name)
+        if have is None:
+            if want != "view" and version == SCHEMA_VERSION:
+                raise store_tampered(path, name, f"it has no table {name!r}, which every "
+                                                 f"durablelab store of schema {version} has")
+            continue
+        if want == "view":
+            if have != "view":
+                raise store_tampered(path, name, f"its {name!r} is a table, where "
+                                                 f"durablelab keeps a view")
+            continue
+        if have == "view":
+            raise store_tampered(path, name, f"its {name!r} is a view, not the table "
+                                             f"durablelab writes: a view runs SQL the file "
+                                             f"brings with it, so durablelab does not read it")
+        older = name == "runs" and version < 5 and have == (want[0][:-1], want[1])
+        if have != want and not older:
+            raise store_tampered(path, name, f"its table {name!r} is not the one durablelab "
+                                             f"creates: {_differs(have, want)}")
+
+
+def _differs(have: tuple, want: tuple) -> str:
+    """How a table's shape differs from durablelab's, in a few words."""
+    def said(column):
+        return f"{column[0]} {column[1]}{'' if column[2] else ' NOT NULL'}"
+    if have[0] != want[0]:
+        return (f"it has columns ({', '.join(map(said, have[0]))}) where durablelab writes "
+                f"({', '.join(map(said, want[0]))})")
+    return f"its primary key is {list(have[1])}, where durablelab's is {list(want[1])}"
 
 
 class Store:
@@ -282,7 +495,7 @@ class Store:
         #: refuses every write, and no schema is created or upgraded.
         self.read_only = read_only
         try:
-            self.con = duckdb.connect(self.path or ":memory:", read_only=read_only)
+            self.con = connect(self.path, read_only)
         except duckdb.Error as exc:
             found = _LOCK.search(str(exc))
             if found is None and read_only:
@@ -308,47 +521,51 @@ class Store:
         self._queue: list[tuple[dict, list]] | None = [] if self.path is None else None
         self._written = False   # in memory: whether the queue ever reached DuckDB
         self._discarding = False   # in memory: queued writes are dropped (`discard_queue`)
-        if self.path is None:
-            # An in-memory store holds one lab's or one sweep worker's few thousand rows: a
-            # statement's work is too small to share out, and handing it to DuckDB's worker
-            # threads costs more than it saves (on a busy machine, several times more).
-            self.con.execute("SET threads = 1")
         #: commits since the last checkpoint: what a crash now would leave in the WAL.
         self.uncheckpointed = 0
         self._ensure_schema()
 
     def _ensure_schema(self) -> None:
-        # The common case, an existing store of this version, costs one query: every change
-        # to the DDL bumps SCHEMA_VERSION, so a matching version means the schema is there.
-        try:
-            row = self.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
-        except duckdb.CatalogException:
-            row = None
-        if row and row[0][0] == str(SCHEMA_VERSION):
+        """Create the schema in a new store, check an existing one and upgrade it if it is
+        older. Nothing of a file is read before its catalog says `meta` is durablelab's
+        table, and nothing else before every table durablelab reads is checked (a view
+        named `runs` would otherwise run the file's own SQL)."""
+        if self.path is None:   # a new in-memory database: nothing there to check
+            self.con.execute(DDL)
+            self.con.execute("INSERT INTO meta VALUES ('schema_version', ?)",
+                             [str(SCHEMA_VERSION)])
             return
+        found = catalog(self.con)
+        row = None
+        if "meta" in found:
+            check_tables(self.path, found, SCHEMA_VERSION, names=["meta"])
+            row = self.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
+        version = row[0][0] if row else None
+        if version == str(SCHEMA_VERSION):
+            return check_tables(self.path, found, SCHEMA_VERSION)
         if self.read_only:
-            raise store_not_readable_as_is(self.path, row[0][0] if row else None,
-                                           SCHEMA_VERSION)
-        tables = {r[0] for r in self.con.execute(
-            "SELECT table_name FROM information_schema.tables").fetchall()}
-        if tables and "meta" not in tables:
+            raise store_not_readable_as_is(self.path, version, SCHEMA_VERSION)
+        if found and "meta" not in found:
             raise StoreFormatError(
                 f"{self.path} is a DuckDB file but not a durablelab store (it has tables "
-                f"{sorted(tables)[:5]} and no 'meta'). Give the Engine a new path.",
+                f"{sorted(found)[:5]} and no 'meta'). Give the Engine a new path.",
                 path=self.path, found=None, expected=SCHEMA_VERSION)
-        if "meta" in tables:
-            found = int(row[0][0]) if row else None
-            if found in (2, 3, 4):
-                return self._upgrade(found)
-            raise StoreFormatError(
-                f"{self.path} holds durablelab schema version {found}; this durablelab "
-                f"reads version {SCHEMA_VERSION}. Open it with the version that wrote it, "
-                f"or export its runs there and load them here.",
-                path=self.path, found=found, expected=SCHEMA_VERSION)
-        self.con.execute(DDL)
-        self.con.execute("INSERT INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
+        if not found:
+            self.con.execute(DDL)
+            self.con.execute("INSERT INTO meta VALUES ('schema_version', ?)",
+                             [str(SCHEMA_VERSION)])
+            return
+        if version in ("2", "3", "4"):
+            check_tables(self.path, found, int(version))
+            return self._upgrade(int(version), found)
+        raise StoreFormatError(
+            f"{self.path} holds durablelab schema version {version}; this durablelab "
+            f"reads version {SCHEMA_VERSION}. Open it with the version that wrote it, "
+            f"or export its runs there and load them here.",
+            path=self.path, found=int(version) if str(version).isdigit() else version,
+            expected=SCHEMA_VERSION)
 
-    def _upgrade(self, found: int) -> None:
+    def _upgrade(self, found: int, tables: dict) -> None:
         """Bring a store of schema `found` up to this one, in one transaction (a failure
         leaves the file as it was). Schema 2 kept every fact of an event in a column of an
         `events` table; schema 3 writes the narrow `event_log` and reads it through the
@@ -357,7 +574,7 @@ class Store:
         written before keep their 12 items (their `args` reads NULL: digests only), so from
         schema 3 only the views change. Schema 5 stores a waiting run as 'waiting', with what
         it waits on in the new `runs.waiting` column; the runs an older engine left 'running'
-        stay so until an engine wakes them."""
+        stay so until an engine wakes them. `tables`: the store's `catalog`, checked."""
         self.con.execute("BEGIN")
         try:
             old = []
@@ -367,9 +584,7 @@ class Store:
                 self.con.execute("DROP VIEW IF EXISTS pending_timers; "
                                  "DROP VIEW IF EXISTS pending_signals; DROP TABLE events;")
             self.con.execute(DDL)
-            if "waiting" not in {c[0] for c in self.con.execute(
-                    "SELECT column_name FROM information_schema.columns "
-                    "WHERE table_name = 'runs'").fetchall()}:
+            if "runs" in tables and tables["runs"] != _shapes()["runs"]:   # no `waiting`
                 self.con.execute("ALTER TABLE runs ADD COLUMN waiting VARCHAR")
             if old:
                 self._bulk("event_log", [_row_of_view(r) for r in old])
@@ -603,7 +818,7 @@ class Store:
             out = {table: as_records(record, found[table])
                    for table, record in _RECORDS.items()}
             out["events"], out["damaged"] = _decoded(map(encoded, found["event_log"]))
-            return out
+            return _screened(out)
         return self.load(f"status IN {UNFINISHED!r}")
 
     def load(self, where: str, params=()) -> dict[str, list]:
@@ -612,7 +827,8 @@ class Store:
         read: an engine reads every run's row once, when it opens. Attempts, signals,
         faults and wake-ups come as their records (`durablelab/records.py`); events as
         tuples shaped like the `events` view (EVENT_COLS), which the engine turns into
-        `history.Event`s."""
+        `history.Event`s; `damaged` lists the rows a run cannot be replayed from
+        (`_screened`)."""
         runs = f"SELECT run_id FROM runs WHERE {where}"
         order = {"attempts": "run_id, position, attempt",
                  "signals": "run_id, seq", "faults": "run_id, fired_at",
@@ -625,7 +841,7 @@ class Store:
             out[table] = as_records(record, self.fetch(
                 f"SELECT {', '.join(record._fields)} FROM {table} "
                 f"WHERE run_id IN ({runs}) ORDER BY {order[table]}", params))
-        return out
+        return _screened(out)
 
     def save_clock(self, instant: float) -> None:
         """Remember the engine's clock, so an engine opened later does not start earlier."""
@@ -662,11 +878,13 @@ class Store:
     def latest_instant(self) -> float | None:
         """The latest instant of a crash or of the clock saved at a clean close. Every other
         row belongs to a run and comes no later than the run's end, so an engine that opens
-        needs only this, the runs' rows and the rows of unfinished runs (see `Engine._load`)."""
-        row = self.fetch(
-            "SELECT greatest(max(crashed_at), (SELECT max(CAST(value AS DOUBLE)) FROM meta "
-            "WHERE key = 'clock')) FROM crashes")
-        return row[0][0]
+        needs only this, the runs' rows and the rows of unfinished runs (see `Engine._load`).
+        A value that is not a finite number (a damaged or hand-edited row: 'abc', inf, NaN)
+        is passed over: it would move every run's clock, and fail healthy runs."""
+        found = [row[0] for row in self.fetch("SELECT crashed_at FROM crashes")]
+        found += [row[0] for row in self.fetch("SELECT value FROM meta WHERE key = 'clock'")]
+        instants = [t for t in map(_finite, found) if t is not None]
+        return max(instants, default=None)
 
     def close(self) -> None:
         try:

@@ -351,37 +351,47 @@ def _retried_of(run) -> dict:
     return out
 
 
-def _connect(path: Path):
+def _connect(path: Path, name: str | None = None):
+    """A sealed read-only connection to the store at `path` (see `store.SEALED`), once its
+    catalog says every table replay_check reads is the one durablelab wrote: a file is data,
+    and a view named `runs` would run the file's own SQL."""
     import duckdb
+
+    from .store import SCHEMA_VERSION, catalog, check_tables, connect
     try:
-        return duckdb.connect(str(path), read_only=True)
+        con = connect(str(path), read_only=True)
     except duckdb.Error as exc:
         raise ReplayCheckError(
             f"replay_check: cannot open {str(path)!r} read-only: {str(exc).splitlines()[0]} "
             f"If an Engine in this process or another holds it, close it first "
             f"(engine.close()), or export the runs (durablelab export) and check the export.",
             workflow=None, source=str(path)) from None
+    try:
+        found = catalog(con)
+        version = []
+        if "meta" in found:
+            check_tables(str(path), found, SCHEMA_VERSION, names=["meta"])
+            version = con.execute(
+                "SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
+        if not version or version[0][0] != str(SCHEMA_VERSION):
+            held = version[0][0] if version else "none (not a durablelab store)"
+            raise ReplayCheckError(
+                f"replay_check: {str(path)!r} holds durablelab schema version {held}; this "
+                f"durablelab reads version {SCHEMA_VERSION}. Open it once with dl.Engine(path) "
+                f"to upgrade it, or check an export instead.", workflow=name,
+                source=str(path))
+        check_tables(str(path), found, SCHEMA_VERSION)
+    except BaseException:
+        con.close()
+        raise
+    return con
 
 
 def _runs_in_store(name: str, path: Path) -> list[tuple]:
     """The runs of workflow `name` in a DuckDB store, in two queries: the runs' rows and
     every event of those runs, decoded as an engine decodes them when it loads."""
-    from .store import SCHEMA_VERSION
-    import duckdb
-    con = _connect(path)
+    con = _connect(path, name)
     try:
-        try:
-            version = con.execute(
-                "SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
-        except duckdb.CatalogException:
-            version = []
-        if not version or version[0][0] != str(SCHEMA_VERSION):
-            found = version[0][0] if version else "none (not a durablelab store)"
-            raise ReplayCheckError(
-                f"replay_check: {str(path)!r} holds durablelab schema version {found}; this "
-                f"durablelab reads version {SCHEMA_VERSION}. Open it once with dl.Engine(path) "
-                f"to upgrade it, or check an export instead.", workflow=name,
-                source=str(path))
         runs = con.execute("SELECT run_id, status, input, seed FROM runs WHERE workflow = ? "
                            "ORDER BY started_at, run_id", [name]).fetchall()
         rows = con.execute("SELECT e.run_id, e.position, e.body FROM event_log e "

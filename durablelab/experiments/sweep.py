@@ -30,6 +30,7 @@ numbers and strings) back with its own transport.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import functools
 import json
 import math
 import multiprocessing
@@ -41,6 +42,7 @@ import duckdb
 import pyarrow as pa
 
 from ..errors import SweepError
+from ..store import SEALED, catalog
 from .runner import METRICS, Isolated, roomy_collector, run_contended
 from .spec import Spec
 
@@ -132,7 +134,18 @@ class Results:
 
     def __init__(self, path, spec: Spec):
         self.path = None if path is None else str(path)
-        self.con = duckdb.connect(self.path or ":memory:")
+        # Sealed as a store is (store.SEALED), and read only once its tables are the ones
+        # DDL makes: a file from elsewhere could hold `sweep_meta` as a view over a file.
+        self.con = duckdb.connect(self.path or ":memory:", config=SEALED)
+        found = catalog(self.con)
+        for name, shape in _shapes().items():
+            if name in found and found[name] != shape:
+                self.con.close()
+                what = "a view" if found[name] == "view" else "a table of other columns"
+                raise SweepError(
+                    f"sweep(path={self.path!r}): that file's {name!r} is {what}, not the "
+                    f"table a sweep writes, and a sweep reads only its own tables: nothing "
+                    f"was read or written. Give another path.", argument="path")
         self.con.execute(DDL)
         described = json.dumps(spec.describe(), sort_keys=True)
         found = self.con.execute("SELECT value FROM sweep_meta WHERE key = 'spec'").fetchall()
@@ -192,6 +205,14 @@ class Results:
 
     def close(self) -> None:
         self.con.close()
+
+
+@functools.cache
+def _shapes() -> dict:
+    """Each results table as DDL makes it (`store.catalog`), read from a scratch database."""
+    with duckdb.connect(":memory:", config=SEALED) as con:
+        con.execute(DDL)
+        return catalog(con)
 
 
 def _difference(old: dict, new: dict) -> str:
