@@ -849,7 +849,7 @@ class Engine:
                 json.loads(input_json)
             what = "what it waits on (runs.waiting)"
             # engine.runs() shows it for every run: one that does not read must not break all
-            until = _waiting_columns(state.parked)[1]
+            until = waiting_columns(state.waiting_detail())[1]
         except Exception as exc:   # whatever a hand-edited row throws, it stays this run's
             return set_aside(what, f"{type(exc).__name__}: {exc}")
         if until is not None and not (type(until) in (int, float) and math.isfinite(until)):
