@@ -190,15 +190,18 @@ def _runs(args) -> int:
     experiment = _experiment(args.db)
     if experiment is not None:
         return _experiment_rows(args.db, experiment)
-    runs = _all_runs(args.db)
-    if not runs:
+    columns = ["run_id", "workflow", "status", "started_at", "ended_at", "seed",
+               "parent_run_id", "waiting_on", "waiting_until"]
+    if _kind(args.db) == "duckdb":   # the engine's own list: a damaged run is listed too
+        with _store(args.db) as engine:
+            table = engine.runs()[columns]
+    else:
+        table = pd.DataFrame([(r.run_id, r.workflow, r.status, r.started_at, r.ended_at,
+                               r.seed, r.parent_run_id, r.waiting_on, r.waiting_until)
+                              for r in _load(args.db)], columns=columns)
+    if table.empty:
         print(f"no runs in {args.db}")
         return 0
-    table = pd.DataFrame(
-        [(r.run_id, r.workflow, r.status, r.started_at, r.ended_at, r.seed, r.parent_run_id,
-          r.waiting_on, r.waiting_until) for r in runs],
-        columns=["run_id", "workflow", "status", "started_at", "ended_at", "seed",
-                 "parent_run_id", "waiting_on", "waiting_until"])
     with pd.option_context("display.width", 160, "display.max_columns", 20):
         print(table.to_string(index=False))
     return 0

@@ -554,6 +554,8 @@ class Engine:
         """
         self._check_writable("fork")
         source = self._state(run_id)
+        if source.damage is not None:   # its rows do not read back: nothing to copy
+            raise source.damage
         if source.history is None:
             self._load_ended(source)
         end = len(source.history) + 1

@@ -45,7 +45,8 @@ import pandas as pd
 from . import history as h
 from .clock import VirtualClock
 from .context import Context, ContinueAsNew, Suspend
-from .errors import ActivityFailed, BadType, NonDeterminismError, ReplayCheckError, history_gap
+from .errors import (ActivityFailed, BadType, DurableLabError, NonDeterminismError,
+                     ReplayCheckError, damaged_run, history_gap)
 
 FRAME_COLUMNS = ["run_id", "status", "position", "recorded", "requested", "cause"]
 #: Recorded statuses that say how the code ended; replay must end the same way.
@@ -351,6 +352,17 @@ def _retried_of(run) -> dict:
     return out
 
 
+def _unreadable_body(path, rows) -> DurableLabError:
+    """The error for the first event body of `rows` that does not parse (one did not)."""
+    for run_id, position, body in rows:
+        try:
+            json.loads(body)
+        except (ValueError, RecursionError) as exc:
+            return damaged_run(str(path), run_id, position,
+                               f"its event body does not read back ({type(exc).__name__})")
+    return damaged_run(str(path), rows[0][0], None, "its history does not read back")
+
+
 def _connect(path: Path, name: str | None = None):
     """A sealed read-only connection to the store at `path` (see `store.SEALED`), once its
     catalog says every table replay_check reads is the one durablelab wrote: a file is data,
@@ -407,7 +419,10 @@ def _runs_in_store(name: str, path: Path) -> list[tuple]:
     histories: dict[str, list] = {run[0]: [] for run in runs}
     # One json.loads over every body at once: a call per row would cost more than the
     # decoding itself.
-    bodies = json.loads("[" + ",".join([row[2] for row in rows]) + "]")
+    try:
+        bodies = json.loads("[" + ",".join([row[2] for row in rows]) + "]")
+    except (ValueError, RecursionError):   # a damaged body: say whose, and where
+        raise _unreadable_body(path, rows) from None
     Event = h.Event
     for (run_id, position, _), body in zip(rows, bodies):
         history = histories[run_id]

@@ -499,3 +499,30 @@ def test_a_damaged_waiting_column_sets_its_run_aside_and_runs_still_lists(db_pat
     with dl.Engine(db_path, read_only=True) as engine:      # the listing still reads
         listed = engine.runs().set_index("run_id")
         assert listed.status["bad"] == "waiting" and listed.waiting_on["bad"] is None
+
+
+def test_durablelab_runs_lists_a_store_with_a_damaged_run(db_path, capsys):
+    """The listing reads the runs table, not every run's history: one damaged run is listed
+    with the others, and the command succeeds."""
+    two_runs(db_path)
+    edit(db_path, "UPDATE event_log SET body = '[[[[' WHERE run_id = 'bad'")
+    assert cli.main(["runs", db_path]) == 0
+    listed = capsys.readouterr().out
+    assert all(run_id in listed for run_id in ("bad", "good", "done"))
+
+
+def test_fork_of_a_damaged_run_is_refused_with_its_damage(db_path):
+    two_runs(db_path)
+    edit(db_path, "UPDATE event_log SET body = '[[[[' WHERE run_id = 'bad'")
+    with dl.Engine(db_path, workflows=[steps]) as engine:
+        with pytest.raises(DamagedRunError, match="'bad'"):
+            engine.fork("bad", at=1)
+        assert len(engine.runs()) == 3          # nothing was started
+
+
+def test_replay_check_names_the_run_whose_event_body_does_not_read(db_path):
+    two_runs(db_path)
+    edit(db_path, "UPDATE event_log SET body = '[' || repeat('[', 100000) "
+                  "WHERE run_id = 'bad' AND position = 1")
+    with pytest.raises(DamagedRunError, match=r"Run 'bad'.*event body does not read back"):
+        dl.replay_check(steps, db_path)
