@@ -32,7 +32,7 @@ from pathlib import Path
 import durablelab as dl
 from durablelab import history as h
 from durablelab.context import Context
-from durablelab.engine import workflow_name
+from durablelab.registry import workflow_name
 from durablelab.examples import onboarding as ob
 from durablelab.versioning import _runs_in_store
 

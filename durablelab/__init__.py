@@ -26,7 +26,7 @@ from .breaker import CircuitBreaker
 from .budget import Budget
 from .clock import VirtualClock, WallClock
 from .context import Context, Saga
-from .engine import Engine, workflow
+from .engine import Engine
 from .errors import (ActivityFailed, AgentConfigError, BudgetExceeded, CompensationFailed,
                      ConfigError, DeterminismGuardError, DuplicateRunError, DurableLabError,
                      ExportFormatError, HeartbeatError, HeartbeatIgnoredWarning, ModelOutputError,
@@ -37,6 +37,7 @@ from .errors import (ActivityFailed, AgentConfigError, BudgetExceeded, Compensat
                      UnknownWorkflowWarning, WorkflowError, WorkflowRedefinedWarning)
 from .faults import FaultPlan
 from .heartbeat import heartbeat, last_heartbeat
+from .registry import workflow
 from .retry import RetryPolicy, classify, next_delay
 
 #: name -> the module that defines it ("" for a sub-module of the same name).

@@ -16,8 +16,8 @@ import uuid as _uuid
 from typing import Any, Callable
 
 from . import history as h
-from .errors import (ActivityFailed, NonDeterminismError, bad_value, check_later,
-                     check_seconds, check_text, error_from_json, not_a_policy, not_callable)
+from .errors import (NonDeterminismError, bad_value, check_later, check_seconds, check_text,
+                     error_from_json, not_a_policy, not_callable)
 from .retry import RetryPolicy
 from .saga import ESCALATE_AFTER, Saga
 

@@ -136,7 +136,8 @@ def counterfactual(run, workflow: Callable, policies=None, world=None):
     The returned run's ``notes`` name the attempts that went past the record: those ran
     the activity for real, in `world`.
     """
-    from .engine import Engine, workflow_name
+    from .engine import Engine
+    from .registry import workflow_name
     name = workflow_name(workflow)
     if getattr(run, "source", "durablelab") == "durablelab" and run.workflow != name:
         raise BadValue(f"counterfactual(run {run.run_id!r}, workflow={name}): the run "

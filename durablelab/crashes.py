@@ -281,7 +281,7 @@ def explore_crashes(workflow: Callable, input: Any, invariant: Callable, world=N
         signals = list(signals.items())
     signals = list(signals or ())
 
-    from .engine import workflow_name
+    from .registry import workflow_name
     name = workflow_name(workflow)
     rows = []
 

@@ -105,7 +105,7 @@ def simulate_deploy(new: Callable, runs_per_point: int = 4, drain: bool = False,
     """
     import durablelab as dl
     from .examples import onboarding as ob
-    from .engine import workflow_name
+    from .registry import workflow_name
     from .versioning import deployed
     if workflow_name(new) != workflow_name(ob.onboard_vendor):
         raise BadValue(f"simulate_deploy({workflow_name(new)}): the new version must carry "

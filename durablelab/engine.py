@@ -21,8 +21,6 @@ import heapq
 import json
 import math
 import os
-import sys
-import types
 import uuid as _uuid
 import warnings
 import weakref
@@ -35,20 +33,19 @@ from .activities import AttemptRunner, StopRun, WorkerCrash
 from .budget import Budget, Spend
 from .clock import VirtualClock, later
 from .context import Context, ContinueAsNew, Suspend
-from .errors import (ActivityFailed, DeterminismGuardError, DuplicateRunError,
-                     DurableLabError, NonDeterminismError, RunFinishedError,
-                     RunNotFoundError, RunTimedOut, bad_type, bad_value, check_later,
-                     check_seconds, check_seed, check_text, damaged_run, not_a_clock,
-                     not_a_path,
-                     engine_closed, error_from_json, history_gap, not_a_workflow,
+from .errors import (ActivityFailed, DeterminismGuardError, DuplicateRunError, DurableLabError,
+                     NonDeterminismError, RunFinishedError, RunNotFoundError, RunTimedOut, bad_type,
+                     bad_value, check_later, check_seconds, check_seed, check_text, damaged_run,
+                     not_a_clock, not_a_path, engine_closed, error_from_json, history_gap,
                      read_only_beside_writer, read_only_engine, read_only_needs_path,
                      unknown_workflows, workflow_error, workflow_redefined)
 from .faults import FaultPlan
 from .retry import Overrides
 from .guard import Guard
 from .journal import JOURNALS
-from .records import (AttemptRecord, CrashRecord, FaultRecord, RunEnd, RunRecord,
-                      SignalRecord, WakeupRecord, as_records, waiting_columns)
+from .registry import LIVE, REGISTRY, current_definition, redefined, register, workflow_name
+from .records import (AttemptRecord, CrashRecord, FaultRecord, RunEnd, RunRecord, SignalRecord,
+                      WakeupRecord, waiting_columns)
 from .snapshot import (AttemptRow, CrashFault, CrashRow, EventRow, InFlight, RunSnapshot,
                        WakeupRow)
 from .store import EVENT_COLS, UNFINISHED, Store, event_row
@@ -58,65 +55,8 @@ FINAL = ("completed", "failed", "continued")
 #: Every status a run can have (DESIGN.md section 6), for `runs(status=...)`.
 STATUSES = ("running", "waiting", "diverged") + FINAL
 
-#: The worker's registry: the workflows this process may run, by 'module:qualname'. Only a
-#: registered name ever runs (by `start()`, `Engine(workflows=...)` or `@dl.workflow`): a
-#: store is data, and a name a store row holds is never looked up anywhere else.
-_REGISTRY: dict[str, Callable] = {}
-#: What each registered name's module held under it at registration: a later change there
-#: is a notebook cell redefining the workflow (see Engine._use_current_definition).
-_SEEN: dict[str, Callable | None] = {}
-#: Open engines, so a new registration reaches runs they hold.
-_LIVE: "weakref.WeakSet[Engine]" = weakref.WeakSet()
 #: The engine holding each file (by real path): one per file per process.
 _HOLDERS: "weakref.WeakValueDictionary[str, Engine]" = weakref.WeakValueDictionary()
-
-
-def workflow_name(fn: Callable) -> str:
-    """The name history records for a workflow function: 'module:qualname'."""
-    if not isinstance(fn, types.FunctionType):
-        raise not_a_workflow(fn)
-    return f"{fn.__module__}:{fn.__qualname__}"
-
-
-def workflow(fn: Callable) -> Callable:
-    """Register `fn` as a workflow this process may run, and return it unchanged.
-
-    Use it as a decorator (``@dl.workflow``) on workflow functions whose runs an engine
-    opened later should resume: an engine never runs a workflow because a store names it,
-    only the ones registered here (`start()` and ``Engine(workflows=[...])`` register too).
-    Redefining a registered workflow (re-running its notebook cell) replaces it; if runs of
-    it are in flight a `WorkflowRedefinedWarning` says they will replay against the new code.
-    """
-    _register(fn, stacklevel=2)
-    return fn
-
-
-def _register(fn: Callable, stacklevel: int) -> str:
-    """Put `fn` in the registry under its name; open engines adopt it for their runs of
-    that name (runs nobody could run start; runs of an older definition switch, loudly)."""
-    name = workflow_name(fn)
-    old = _REGISTRY.get(name)
-    _REGISTRY[name] = fn
-    _SEEN[name] = _current_definition(name)
-    if old is not fn:
-        switched = [run_id for engine in list(_LIVE) for run_id in engine._adopt(name, fn)]
-        if switched:
-            warnings.warn(workflow_redefined(name, switched), stacklevel=stacklevel + 1)
-    return name
-
-
-def _current_definition(name: str) -> Callable | None:
-    """The function a registered name finds in its module now (a notebook cell redefined
-    since counts), or None for a closure or a name the module no longer has."""
-    module, _, qualname = name.partition(":")
-    if "<locals>" in qualname:
-        return None
-    fn = sys.modules.get(module)
-    for part in qualname.split("."):
-        fn = getattr(fn, part, None)
-    if isinstance(fn, types.FunctionType) and workflow_name(fn) == name:
-        return fn
-    return None
 
 
 @dataclass
@@ -373,10 +313,10 @@ class Engine:
         # The one call a Context makes to run an activity, straight to the runner.
         self._execute_activity = self._attempts.execute
         for fn in workflows:
-            _register(fn, stacklevel=2)
+            register(fn, stacklevel=2)
         self._load(opening=True)
         if not self.read_only:   # a reader runs nothing, so a redefinition is no news to it
-            _LIVE.add(self)
+            LIVE.add(self)
 
     @property
     def durability(self) -> str:
@@ -428,7 +368,7 @@ class Engine:
             if not isinstance(policies, Overrides):
                 policies = Overrides(policies, f"start({name}): policies")
             options["policies"] = policies.to_json()
-        _register(workflow, stacklevel=2)
+        register(workflow, stacklevel=2)
         return self._start(name, input_json, run_id, plan, seed, None, options_json(options),
                            fn=workflow)
 
@@ -577,8 +517,8 @@ class Engine:
         while f"{run_id}~fork{k}" in self._runs:
             k += 1
         new_id = f"{run_id}~fork{k}"
-        if workflow is not None and name not in _REGISTRY:
-            _register(workflow, stacklevel=2)
+        if workflow is not None and name not in REGISTRY:
+            register(workflow, stacklevel=2)
         copied = [replace(e, matched_args=None) for e in source.history[:at - 1]]
         consumed = [json.loads(e.value)["seq"] for e in copied if e.kind == h.SIGNAL_RECEIVED]
         signals = [Signal(**vars(sig)) for sig in source.signals
@@ -621,7 +561,7 @@ class Engine:
         if self._closed:
             return
         self._closed = True
-        _LIVE.discard(self)
+        LIVE.discard(self)
         if self.read_only:
             self.store.close()
             return
@@ -666,10 +606,10 @@ class Engine:
         registered name finds its module's current definition (a notebook cell redefined
         since counts); a closure, which no module holds, is the one its run was started
         with, else the one registered last. Never imports or looks up an unregistered name."""
-        if name not in _REGISTRY and name not in self._workflows:
+        if name not in REGISTRY and name not in self._workflows:
             return None
-        fn = self._run_fns.get(run_id) or _current_definition(name)
-        return fn or self._workflows.get(name) or _REGISTRY[name]
+        fn = self._run_fns.get(run_id) or current_definition(name)
+        return fn or self._workflows.get(name) or REGISTRY[name]
 
     def _adopt(self, name: str, fn: Callable) -> list[str]:
         """A new registration of `name`: runs nobody could run are scheduled now; runs of
@@ -710,7 +650,7 @@ class Engine:
         state = RunState(run_id, workflow, input_json, seed,
                          plan.to_json() if plan else None, options_json, parent, "running",
                          None, None, self.clock.now(), None, fn=fn, faults=plan)
-        if fn is not None and _current_definition(workflow) is None:
+        if fn is not None and current_definition(workflow) is None:
             self._run_fns[run_id] = fn   # a closure: recover this run with this very one
         self.store.insert("runs", state.row())
         self._runs[run_id] = state
@@ -995,13 +935,12 @@ class Engine:
         Looked up once per workflow per `_loop`: a wake-up pays a dict lookup."""
         name = state.workflow
         if name not in self._definitions:
-            self._definitions[name] = _current_definition(name)
+            self._definitions[name] = redefined(name)
         fn = self._definitions[name]
-        if fn is None or fn is _SEEN.get(name) or fn is state.fn \
-                or state.run_id in self._run_fns:
-            return   # the module's name still holds what it held when last registered
-        if _REGISTRY.get(name) is not fn:
-            _register(fn, stacklevel=5)   # every open engine's runs switch, warned once
+        if fn is None or fn is state.fn or state.run_id in self._run_fns:
+            return
+        if REGISTRY.get(name) is not fn:
+            register(fn, stacklevel=5)   # every open engine's runs switch, warned once
         else:   # registered already, by a path that did not reach this engine's runs
             switched = self._adopt(name, fn)
             if switched:

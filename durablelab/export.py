@@ -84,8 +84,7 @@ from typing import Any, Iterator
 
 import pandas as pd
 
-from .errors import (BadType, BadValue, DurableLabError, ExportFormatError, SerializationError,
-                     error_from_json)
+from .errors import BadType, BadValue, ExportFormatError, SerializationError, error_from_json
 from .history import compact
 from .run import Run
 from .version import __version__

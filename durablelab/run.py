@@ -19,7 +19,6 @@ engine's working state: the engine hands out a frozen `RunSnapshot` of a run's f
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 

@@ -36,7 +36,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .errors import BadType, DurableLabError, TemporalHistoryError
+from .errors import BadType, TemporalHistoryError
 
 _INSTANT = re.compile(r"(\d{4})-(\d\d)-(\d\d)[Tt ](\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?"
                       r"(?:([Zz])|([+-])(\d\d):?(\d\d))$")

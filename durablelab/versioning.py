@@ -216,7 +216,7 @@ def replay_check(workflow: Callable, source) -> ReplayReport:
     Returns a `ReplayReport`. Raises `ReplayCheckError` (also a ValueError) when `source`
     holds no run of that workflow: a renamed module must fail the check, not pass it.
     """
-    from .engine import workflow_name
+    from .registry import workflow_name
     name = workflow_name(workflow)
     label, runs = _runs_of(name, source)
     if not runs:

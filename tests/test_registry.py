@@ -83,8 +83,8 @@ def test_a_reopened_file_warns_about_each_unknown_workflow_and_resumes_once_regi
             engine.start(module.flow, None, run_id="r-1")
             engine.start(waits, None, run_id="r-2")
             engine.run_until_idle()
-        dl.engine._REGISTRY.pop("registry_flows:flow")      # a new process knows neither
-        dl.engine._REGISTRY.pop(dl.engine.workflow_name(waits))
+        dl.registry.REGISTRY.pop("registry_flows:flow")      # a new process knows neither
+        dl.registry.REGISTRY.pop(dl.registry.workflow_name(waits))
         with pytest.warns(dl.UnknownWorkflowWarning) as caught:
             engine = dl.Engine(db_path)
         text = str(caught[0].message)
@@ -148,7 +148,7 @@ def test_two_closures_with_one_qualname_each_resume_with_their_own_code():
             return answer
         return flow
     first, second = make("first"), make("second")
-    assert dl.engine.workflow_name(first) == dl.engine.workflow_name(second)
+    assert dl.registry.workflow_name(first) == dl.registry.workflow_name(second)
     with dl.Engine() as engine:
         engine.start(first, None, run_id="a")
         engine.start(second, None, run_id="b")

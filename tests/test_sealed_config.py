@@ -176,7 +176,7 @@ def test_processes_up_to_the_cpu_count_are_allowed(tmp_path):
 @pytest.mark.parametrize("path", SHIPPED, ids=[p.name for p in SHIPPED])
 def test_the_shipped_configs_load_and_run(path):
     kwargs = config.read(path)
-    assert kwargs["workflow"] is dl.engine._REGISTRY["durablelab.examples.storm:triage"]
+    assert kwargs["workflow"] is dl.registry.REGISTRY["durablelab.examples.storm:triage"]
     kwargs.update(seeds=[0], inputs=kwargs["inputs"][:2])   # every cell, a few runs each
     experiment = dl.sweep(**kwargs)
     assert len(experiment.cells) == len(kwargs["policies"]) * len(kwargs["fault_plans"])

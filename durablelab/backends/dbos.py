@@ -49,7 +49,7 @@ from .. import history as h
 from ..activities import accepts
 from ..context import DEFAULT_POLICY, Saga
 from ..draws import Draws
-from ..engine import _REGISTRY, workflow_name
+from ..registry import REGISTRY, workflow_name
 from ..errors import (BadType, BadValue, DuplicateRunError, DurableLabError, ModelOutputError,
                       NonRetryable, RunFinishedError, RunNotFoundError, RunnerOpenError,
                       UnknownWorkflowError, activity_failed, error_from_json, non_determinism,
@@ -129,7 +129,7 @@ def _value_step(ctx: "DBOSContext", kind: str) -> Any:
 def _dbos_run(workflow: str, input: Any) -> Any:
     run_id = DBOS.workflow_id
     try:
-        fn = None if _open is None else _open._workflows.get(workflow) or _REGISTRY.get(workflow)
+        fn = None if _open is None else _open._workflows.get(workflow) or REGISTRY.get(workflow)
         if fn is None:
             raise UnknownWorkflowError(
                 f"Run {run_id!r} names workflow {workflow!r}, which this process did not "

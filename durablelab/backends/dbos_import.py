@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 
 from ..activities import outcome_of
-from ..errors import DBOSReadError, DurableLabError, WorkflowError, error_from_json
+from ..errors import DBOSReadError, WorkflowError, error_from_json
 from ..run import (ATTEMPT_COLUMNS, CRASH_COLUMNS, HISTORY_COLUMNS, WAKEUP_COLUMNS, Run)
 
 RUNNER_WORKFLOW, ATTEMPT_STEP, VALUE_STEP = "durablelab.run", "durablelab.attempt", \

@@ -232,7 +232,7 @@ def _import(path, key, target):
     """The registered workflow, or the world factory, that `target` ('module:qualname')
     names. Its module is imported (with the config's folder last on the path, so a module
     beside the config imports, and never shadows an installed one); nothing is called."""
-    from ..engine import _REGISTRY
+    from ..registry import REGISTRY
     from .spec import _dotted, _locate, module_refused
     if not isinstance(target, str) or target.count(":") != 1:
         raise _fail(path, key, KEYS[key], f"got {target!r}, not 'module:function'")
@@ -258,7 +258,7 @@ def _import(path, key, target):
         if added:
             sys.path.remove(folder)
     if key == "workflow":
-        fn = _REGISTRY.get(target)
+        fn = REGISTRY.get(target)
         if fn is None:
             raise _fail(path, key, KEYS[key],
                         f"{target!r} is not a registered durablelab workflow (importing "

@@ -14,7 +14,8 @@ import json
 from collections.abc import Sequence
 
 from ..clock import VirtualClock
-from ..engine import Engine, workflow_name
+from ..engine import Engine
+from ..registry import workflow_name
 from ..errors import SweepError
 from ..faults import FaultPlan
 from ..retry import Overrides

@@ -12,11 +12,12 @@ timeout) and the import paths (``"module:qualname"``) of the workflow and of the
 factory. `Spec.from_data(text)` rebuilds the `Spec` on the worker. Reading the text runs
 nothing but the import of the two named modules (as loading a function by reference
 always does): the workflow is then found the way the engine finds a registered name
-(`durablelab.engine._current_definition`: the function the module holds under that
+(`durablelab.registry.current_definition`: the function the module holds under that
 qualname), the world must be a class or function written in Python and found under its
 own name, and every value is checked as `dl.sweep` checks it. A module of the standard
-library or a ``__main__`` module is never imported (`module_refused`). Text that is not this form, a module that does
-not import or a name that is not there raises `SweepError` naming what and the fix.
+library or a ``__main__`` module is never imported (`module_refused`). Text that is not this
+form, a module that does not import or a name that is not there raises `SweepError` naming
+what and the fix.
 
 The data form names code, as a reference to a function always does: it is the sweep's
 message to its own workers, not a file to accept from strangers (a results file or an
@@ -40,7 +41,7 @@ import types
 from pathlib import Path
 
 from .. import history as h
-from ..engine import _current_definition, workflow_name
+from ..registry import current_definition, workflow_name
 from ..errors import SweepError
 from ..faults import FaultPlan
 from ..retry import Overrides, RetryPolicy
@@ -204,7 +205,7 @@ def _locate(path: str, what: str):
     except Exception as exc:   # ImportError, or whatever the module itself raised
         return None, f"cannot be imported: module {module!r} ({type(exc).__name__}: {exc})"
     if what == "workflow":
-        found = _current_definition(path)   # as the engine resolves a registered name
+        found = current_definition(path)   # as the engine resolves a registered name
         if found is None:
             return None, f"is not a workflow function: module {module!r} has no def {qualname}"
         return found, None
