@@ -46,7 +46,7 @@ from .retry import classify, next_delay
 
 if TYPE_CHECKING:
     from .clock import VirtualClock, WallClock
-    from .engine import RunState
+    from .runstate import RunState
     from .store import Store
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .engine import RunState
+    from .runstate import RunState
     from .store import Store
 
 

@@ -238,7 +238,7 @@ def _replay(engine, fn, name, run_id, status, input_json, seed, history, retried
     `retried`: {position: [(run_id, position, activity)]} of the failed attempts past the
     end of history (a run parked mid-retry), so new code asking for another activity there
     diverges as it would in an engine."""
-    from .engine import RunState
+    from .runstate import RunState
     state = RunState(run_id, name, input_json, seed, None, None, None, status, None, None,
                      0.0, None, fn=fn, history=history, attempts=retried)
     cursor = h.Cursor(history, run_id, name)
