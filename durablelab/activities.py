@@ -36,7 +36,7 @@ from . import fastjson, heartbeat
 from . import history as h
 from .breaker import BreakerState
 from .clock import later, within
-from .context import Suspend
+from .context import StopRun, Suspend
 from .draws import Draws, first
 from .errors import (BudgetExceeded, DurableLabError, ModelOutputError, NonRetryable,
                      RateLimited, Transient, activity_failed)
@@ -52,14 +52,6 @@ if TYPE_CHECKING:
 
 class WorkerCrash(BaseException):
     """The simulated worker died. A BaseException: workflow code must not survive it."""
-
-
-class StopRun(BaseException):
-    """Ends a run for a reason outside its code (a budget); carries the error to record."""
-
-    def __init__(self, error: DurableLabError):
-        super().__init__(error.message)
-        self.error = error
 
 
 def outcome_of(error: DurableLabError) -> str:

@@ -13,10 +13,10 @@ import json
 import random as _random
 import sys
 import uuid as _uuid
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from . import history as h
-from .errors import (NonDeterminismError, bad_value, check_later, check_seconds, check_text,
+from .errors import (ActivityFailed, DeterminismGuardError, NonDeterminismError, bad_value, check_later, check_seconds, check_text,
                      error_from_json, not_a_policy, not_callable)
 from .retry import RetryPolicy
 from .saga import ESCALATE_AFTER, Saga
@@ -42,6 +42,53 @@ class ContinueAsNew(BaseException):
     def __init__(self, input_json: str):
         super().__init__("continue_as_new")
         self.input_json = input_json
+
+
+class StopRun(BaseException):
+    """Ends a run for a reason outside its code (a budget); carries the error to record."""
+
+    def __init__(self, error):
+        super().__init__(error.message)
+        self.error = error
+
+
+class Ended(NamedTuple):
+    """How one execution of workflow code ended (see `execute`)."""
+
+    how: str      # completed | suspended | continued | failed | diverged | raised
+    value: Any    # the result | the Suspend | the next input's JSON | the error
+
+
+def execute(code: Callable[[], Any], ctx: "Context", cursor: h.Cursor) -> Ended:
+    """Run workflow code once from the top (`code`: the workflow called with its ctx and
+    input) and say how it ended. The one reading of the ways code stops, shared by an
+    engine's wake-up and `replay_check`: "completed" with its result (history must be used
+    up), "suspended" on a wait, "continued" by continue_as_new, "failed" with an error to
+    record as is (an activity that failed for good, the determinism guard, a budget),
+    "diverged", or "raised" with what the code itself raised. A divergence the code caught
+    is still one. A worker's death (a BaseException) is no ending: it passes through."""
+    try:
+        result = code()
+        if ctx.diverged is None:
+            ended_early = cursor.expect_end()
+            if ended_early is None:
+                return Ended("completed", result)
+            raise ended_early
+        raise ctx.diverged
+    except Suspend as suspend:
+        return Ended("suspended", suspend)
+    except ContinueAsNew as cont:
+        return Ended("continued", cont.input_json)
+    except StopRun as stop:
+        return Ended("failed", stop.error)
+    except NonDeterminismError as exc:
+        return Ended("diverged", exc)
+    except (ActivityFailed, DeterminismGuardError) as exc:
+        return Ended("failed", exc)
+    except Exception as exc:   # workflow code raised (or swallowed a divergence first)
+        if ctx.diverged is not None:
+            return Ended("diverged", ctx.diverged)
+        return Ended("raised", exc)
 
 
 def _number(value, call: str, what: str, where) -> float:

@@ -27,15 +27,14 @@ from dataclasses import replace
 from typing import Any, Callable
 
 from . import history as h
-from .activities import AttemptRunner, StopRun, WorkerCrash
+from .activities import AttemptRunner, WorkerCrash
 from .budget import Budget
 from .clock import VirtualClock, later
-from .context import Context, ContinueAsNew, Suspend
-from .errors import (ActivityFailed, DeterminismGuardError, DuplicateRunError,
-                     NonDeterminismError, RunFinishedError, RunNotFoundError, RunTimedOut,
-                     bad_type, bad_value, check_later, check_seconds, check_seed, check_text,
-                     damaged_run, engine_closed, error_from_json, history_gap, not_a_clock,
-                     not_a_path,
+from .context import Context, StopRun, Suspend, execute
+from .errors import (ActivityFailed, DuplicateRunError, NonDeterminismError, RunFinishedError,
+                     RunNotFoundError, RunTimedOut, SerializationError, bad_type, bad_value,
+                     check_later, check_seconds, check_seed, check_text, damaged_run,
+                     engine_closed, error_from_json, history_gap, not_a_clock, not_a_path,
                      read_only_beside_writer, read_only_engine, read_only_needs_path,
                      unknown_workflows, workflow_error, workflow_redefined)
 from .faults import FaultPlan
@@ -759,39 +758,37 @@ class Engine:
         ctx = (Context if self._guard is None else self._guard.context)(self, state, cursor)
         state.status, state.waiting, state.waiting_on, state.due_at = "running", None, None, None
         state.waking = (self.clock.now(), reason, cursor, len(state.history))
+        if self._guard is None:
+            def code():
+                return state.fn(ctx, state.input())
+        else:
+            def code():
+                return self._guard.call(state.fn, ctx, state.input())
         crashed = False
         try:
-            if self._guard is None:
-                result = state.fn(ctx, state.input())
+            how, value = execute(code, ctx, cursor)
+            if how == "completed":
+                try:
+                    value = h.to_json(value, "the workflow result",
+                                      f"the return of {state.workflow}")
+                except SerializationError as exc:   # a result history cannot hold
+                    how, value = "raised", exc
+            if how == "completed":
+                self._end(state, "completed", result_json=value)
+            elif how == "suspended":
+                self._suspend(state, value)
+            elif how == "continued":
+                self._continue(state, value)
+            elif how == "diverged":
+                self._diverge(state, value)
+            elif how == "failed":
+                self._end(state, "failed", error=value)
             else:
-                result = self._guard.call(state.fn, ctx, state.input())
-            if ctx.diverged is not None:
-                raise ctx.diverged
-            ended_early = cursor.expect_end()
-            if ended_early is not None:
-                raise ended_early
-            result_json = h.to_json(result, "the workflow result",
-                                    f"the return of {state.workflow}")
-            self._end(state, "completed", result_json=result_json)
-        except Suspend as suspend:
-            self._suspend(state, suspend)
-        except ContinueAsNew as cont:
-            self._continue(state, cont.input_json)
-        except StopRun as stop:
-            self._end(state, "failed", error=stop.error)
+                self._end(state, "failed", error=workflow_error(
+                    state.run_id, state.workflow, value, _location(value)))
         except WorkerCrash:
             crashed = True
             raise
-        except NonDeterminismError as exc:
-            self._diverge(state, exc)
-        except (ActivityFailed, DeterminismGuardError) as exc:
-            self._end(state, "failed", error=exc)
-        except Exception as exc:  # workflow code raised (or swallowed a divergence first)
-            if ctx.diverged is not None:
-                self._diverge(state, ctx.diverged)
-            else:
-                self._end(state, "failed", error=workflow_error(
-                    state.run_id, state.workflow, exc, _location(exc)))
         finally:
             self._note_wakeup(state)
             if not crashed and state.stored_error is not None and state.status != "diverged":

@@ -44,9 +44,9 @@ import pandas as pd
 
 from . import history as h
 from .clock import VirtualClock
-from .context import Context, ContinueAsNew, Suspend
-from .errors import (ActivityFailed, BadType, DurableLabError, NonDeterminismError,
-                     ReplayCheckError, damaged_run, history_gap)
+from .context import Context, Suspend, execute
+from .errors import (BadType, DurableLabError, NonDeterminismError, ReplayCheckError, damaged_run,
+                     history_gap)
 
 FRAME_COLUMNS = ["run_id", "status", "position", "recorded", "requested", "cause"]
 #: Recorded statuses that say how the code ended; replay must end the same way.
@@ -95,17 +95,10 @@ def deployed(new: Callable):
         setattr(module, new.__name__, before)
 
 
-class _NewWork(BaseException):
-    """The code asked for something history does not hold yet: replay ends there."""
-
-    def __init__(self, kind: str, name: str):
-        super().__init__(kind)
-        self.kind, self.name = kind, name
-
-
 class _ReplayOnly:
     """The part of an engine a `Context` calls, for replay only: anything new ends the
-    replay (no activity runs, nothing is recorded, no signal arrives)."""
+    replay as a wait would, unwinding the code (no activity runs, nothing is recorded, no
+    signal arrives)."""
 
     world = None
 
@@ -113,10 +106,10 @@ class _ReplayOnly:
         self.clock = VirtualClock()
 
     def _execute_activity(self, state, cursor, request):
-        raise _NewWork(h.ACTIVITY, request["name"])
+        raise Suspend(None, h.ACTIVITY, name=request["name"])
 
     def _record_event(self, state, cursor, kind, name, args, value_json, call_site):
-        raise _NewWork(kind, name)
+        raise Suspend(None, kind, name=name)
 
     def _signal_for(self, state, name, k):
         return None
@@ -243,22 +236,12 @@ def _replay(engine, fn, name, run_id, status, input_json, seed, history, retried
                      0.0, None, fn=fn, history=history, attempts=retried)
     cursor = h.Cursor(history, run_id, name)
     ctx = Context(engine, state, cursor)
-    ending = None
-    try:
-        fn(ctx, json.loads(input_json))
-        if ctx.diverged is not None:
-            raise ctx.diverged
-        leftover = cursor.expect_end()
-        if leftover is not None:
-            raise leftover
-        ending = "completed"
-    except (_NewWork, Suspend) as new:
-        if ctx.diverged is not None:
-            return _diverged(run_id, ctx.diverged)
+    how, value = execute(lambda: fn(ctx, json.loads(input_json)), ctx, cursor)
+    if how == "diverged":
+        return _diverged(run_id, value)
+    if how == "suspended":   # the code asks for something history does not hold yet
         if status in _ENDED_BY_CODE:
-            kind = new.kind if isinstance(new, _NewWork) else new.reason
-            what = new.name if isinstance(new, _NewWork) else new.name or new.reason
-            requested = {"kind": kind, "name": what}
+            requested = {"kind": value.reason, "name": value.name or value.reason}
             error = NonDeterminismError(
                 f"Non-determinism in run {run_id!r} (workflow {name}): the run {status}, "
                 f"and the code now asks for more at history position {cursor.position + 1}: "
@@ -269,16 +252,7 @@ def _replay(engine, fn, name, run_id, status, input_json, seed, history, retried
                      "recorded before it do not take it.")
             return _diverged(run_id, error)
         return (run_id, "ok", None, None, None, None), None
-    except ContinueAsNew:
-        ending = "continued"
-    except NonDeterminismError as exc:
-        return _diverged(run_id, exc)
-    except ActivityFailed:
-        ending = "failed"
-    except Exception as exc:    # workflow code raised (or swallowed a divergence first)
-        if ctx.diverged is not None:
-            return _diverged(run_id, ctx.diverged)
-        ending = f"failed ({type(exc).__name__}: {exc})"
+    ending = how if how != "raised" else f"failed ({type(value).__name__}: {value})"
     if status in _ENDED_BY_CODE and ending != status:
         error = NonDeterminismError(
             f"Non-determinism in run {run_id!r} (workflow {name}): the run {status}, and "
