@@ -13,7 +13,7 @@ import json
 import random as _random
 import sys
 import uuid as _uuid
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, NamedTuple, Protocol
 
 from . import history as h
 from .errors import (ActivityFailed, DeterminismGuardError, NonDeterminismError, bad_value, check_later, check_seconds, check_text,
@@ -96,6 +96,27 @@ def _number(value, call: str, what: str, where) -> float:
     return check_seconds(value, f"{call} at {h.site(where)}", what)
 
 
+class Port(Protocol):
+    """The engine as a `Context` reaches it: all a run's code may touch beyond its history.
+    An `Engine` hands each Context one (`engine._Port`); `replay_check` another, which ends
+    the replay at the first new step."""
+
+    #: the engine's clock, read at each call (a sweep gives its engine a new one per run).
+    clock: Any
+    #: the simulated world the run belongs to (`ctx.world`), or None.
+    world: Any
+
+    def execute_activity(self, state, cursor: h.Cursor, request: dict) -> Any:
+        """Run (or leave in flight) a new activity the code asked for; its result."""
+
+    def record_event(self, state, cursor: h.Cursor, kind: str, name: str, args,
+                     value_json: str | None, call_site: str | None) -> h.Event:
+        """Record a new non-activity event (now, random, uuid, a wait, a marker)."""
+
+    def signal_for(self, state, name: str, k: int):
+        """The k-th (from 0) signal called `name` that arrived for the run, or None."""
+
+
 class Context:
     """What workflow code may call. One is made per wake-up of a run."""
 
@@ -103,8 +124,8 @@ class Context:
     #: determinism guard wraps the methods: see `durablelab.guard`).
     _caller = 1
 
-    def __init__(self, engine, state, cursor: h.Cursor):
-        self._engine = engine
+    def __init__(self, port: Port, state, cursor: h.Cursor):
+        self._port = port
         self._state = state
         self._cursor = cursor
         self._received: dict[str, int] = {}   # signals of each name consumed so far
@@ -183,7 +204,7 @@ class Context:
             raise self.diverged
         if not retried and (start_to_close is not None or schedule_to_close is not None
                             or heartbeat is not None):
-            now = self._engine.clock.now()   # the first attempt's start: limits count from it
+            now = self._port.clock.now()   # the first attempt's start: limits count from it
             for what, value in (("start_to_close", start_to_close),
                                 ("schedule_to_close", schedule_to_close),
                                 ("heartbeat", heartbeat)):
@@ -196,12 +217,12 @@ class Context:
                    "policy": policy or DEFAULT_POLICY, "start_to_close": start_to_close,
                    "schedule_to_close": schedule_to_close, "heartbeat": heartbeat,
                    "site": frame}
-        return self._engine._execute_activity(self._state, self._cursor, request)
+        return self._port.execute_activity(self._state, self._cursor, request)
 
     # --- values that differ between executions ---------------------------------------------
     def now(self) -> float:
         """The engine's current time in seconds, recorded once and replayed after."""
-        return self._value(h.NOW, lambda position: self._engine.clock.now())
+        return self._value(h.NOW, lambda position: self._port.clock.now())
 
     def random(self) -> float:
         """A float in [0, 1), drawn from the run's seed, recorded once and replayed after."""
@@ -234,7 +255,7 @@ class Context:
         self._check()
         start = self._expect(h.SLEEP, "sleep", frame, (seconds,), {})
         if start is None:
-            deadline = check_later(self._engine.clock.now(), seconds,
+            deadline = check_later(self._port.clock.now(), seconds,
                                    f"ctx.sleep(seconds) at {h.site(frame)}", "seconds")
             self._record(h.SLEEP, "sleep", (seconds,), json.dumps({"seconds": seconds,
                                                                     "deadline": deadline}), frame)
@@ -242,7 +263,7 @@ class Context:
             deadline = start.loads()["deadline"]
         if self._take_end((h.TIMER_FIRED,), "sleep") is not None:
             return None
-        if self._engine.clock.now() >= deadline:
+        if self._port.clock.now() >= deadline:
             self._record(h.TIMER_FIRED, "sleep", None, None, frame)
             return None
         raise Suspend(deadline, "timer", name="sleep", position=self._cursor.position)
@@ -273,19 +294,19 @@ class Context:
         start = self._expect(h.WAIT_SIGNAL, name, frame, asked, {})
         if start is None:
             if timeout is not None:
-                deadline = check_later(self._engine.clock.now(), timeout, call, "timeout")
+                deadline = check_later(self._port.clock.now(), timeout, call, "timeout")
             self._record(h.WAIT_SIGNAL, name, asked, json.dumps({"deadline": deadline}), frame)
         else:
             deadline = start.loads()["deadline"]
         k = self._received.get(name, 0)
         end = self._take_end((h.SIGNAL_RECEIVED, h.SIGNAL_TIMEOUT), name)
         if end is None:
-            arrived = self._engine._signal_for(self._state, name, k)
+            arrived = self._port.signal_for(self._state, name, k)
             if arrived is not None:
                 end = self._record(h.SIGNAL_RECEIVED, name, None, json.dumps(
                     {"value": arrived.value(), "signal_id": arrived.signal_id,
                      "seq": arrived.seq}), frame)
-            elif deadline is not None and self._engine.clock.now() >= deadline:
+            elif deadline is not None and self._port.clock.now() >= deadline:
                 end = self._record(h.SIGNAL_TIMEOUT, name, None, None, frame)
             else:
                 raise Suspend(deadline, "signal", waiting_on=name, name=name,
@@ -344,7 +365,7 @@ class Context:
         """The simulated world this run belongs to: a sweep's ``world(clock)``, or
         ``Engine(world=...)``; None otherwise. It is outside the worker, like a real
         service: nothing about it is recorded, and a crash does not reset it."""
-        return self._engine.world
+        return self._port.world
 
     @property
     def is_replaying(self) -> bool:
@@ -374,7 +395,7 @@ class Context:
         step the durability mode had not committed before a crash, or a real process death
         before the engine saved its wake-ups."""
         if not self.is_replaying:
-            print(f"[{self.run_id} t={self._engine.clock.now():g}s]", *parts)
+            print(f"[{self.run_id} t={self._port.clock.now():g}s]", *parts)
 
     # --- internals -------------------------------------------------------------------------
     def _check(self) -> None:
@@ -401,5 +422,5 @@ class Context:
         return self._cursor.take()
 
     def _record(self, kind, name, args, value_json, frame):
-        return self._engine._record_event(self._state, self._cursor, kind, name, args,
+        return self._port.record_event(self._state, self._cursor, kind, name, args,
                                           value_json, h.site(frame))

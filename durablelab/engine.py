@@ -82,6 +82,35 @@ def _location(exc: BaseException) -> str | None:
     return found
 
 
+class _Port:
+    """An engine as its runs' `Context` sees it (`context.Port`): the clock, the world and
+    the three calls that add to a run's history. It holds the engine weakly, as the attempt
+    runner does, so an engine dropped without close() is freed at once."""
+
+    __slots__ = ("_engine",)
+
+    def __init__(self, engine: "Engine"):
+        self._engine = engine
+
+    @property
+    def clock(self):
+        return self._engine.clock
+
+    @property
+    def world(self):
+        return self._engine.world
+
+    def execute_activity(self, state, cursor, request):
+        return self._engine._attempts.execute(state, cursor, request)
+
+    def record_event(self, state, cursor, kind, name, args, value_json, call_site):
+        return self._engine._record_event(state, cursor, kind, name, args, value_json,
+                                          call_site)
+
+    def signal_for(self, state, name, k):
+        return self._engine._signal_for(state, name, k)
+
+
 class Engine:
     """Runs durable workflows over a DuckDB history.
 
@@ -179,8 +208,8 @@ class Engine:
         self._plans: dict[str, FaultPlan] = {}   # stored plan JSON -> the plan
         #: runs activity attempts; it sees this engine only as an `activities.Host`.
         self._attempts = AttemptRunner(self)
-        # The one call a Context makes to run an activity, straight to the runner.
-        self._execute_activity = self._attempts.execute
+        #: what a run's `Context` reaches of this engine (see `_Port`).
+        self._port = _Port(weakref.proxy(self))
         for fn in workflows:
             register(fn, stacklevel=2)
         self._load(opening=True)
@@ -755,7 +784,8 @@ class Engine:
         """Run the workflow code from the top; it replays history, then does new work."""
         self._use_current_definition(state)
         cursor = h.Cursor(state.history, state.run_id, state.workflow)
-        ctx = (Context if self._guard is None else self._guard.context)(self, state, cursor)
+        ctx = (Context if self._guard is None else self._guard.context)(self._port, state,
+                                                                         cursor)
         state.status, state.waiting, state.waiting_on, state.due_at = "running", None, None, None
         state.waking = (self.clock.now(), reason, cursor, len(state.history))
         if self._guard is None:

@@ -96,22 +96,21 @@ def deployed(new: Callable):
 
 
 class _ReplayOnly:
-    """The part of an engine a `Context` calls, for replay only: anything new ends the
-    replay as a wait would, unwinding the code (no activity runs, nothing is recorded, no
-    signal arrives)."""
+    """The `context.Port` of a replay only: anything new ends the replay as a wait would,
+    unwinding the code (no activity runs, nothing is recorded, no signal arrives)."""
 
     world = None
 
     def __init__(self):
         self.clock = VirtualClock()
 
-    def _execute_activity(self, state, cursor, request):
+    def execute_activity(self, state, cursor, request):
         raise Suspend(None, h.ACTIVITY, name=request["name"])
 
-    def _record_event(self, state, cursor, kind, name, args, value_json, call_site):
+    def record_event(self, state, cursor, kind, name, args, value_json, call_site):
         raise Suspend(None, kind, name=name)
 
-    def _signal_for(self, state, name, k):
+    def signal_for(self, state, name, k):
         return None
 
 
