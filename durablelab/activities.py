@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import weakref
 from types import MethodType
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
@@ -103,7 +102,8 @@ def _leave_in_flight(state, outcome: dict) -> None:
 
 class Host(Protocol):
     """The engine as an `AttemptRunner` sees it: everything an attempt may read or change.
-    `Engine` is one; `tests/test_engine_layout.py` checks the runner uses nothing else."""
+    An engine hands its runner one (`engine._Port`); `tests/test_engine_layout.py` checks
+    the runner uses nothing else."""
 
     #: the engine's clock (read each time: a sweep gives its engine a new one per run).
     clock: "VirtualClock | WallClock"
@@ -111,19 +111,19 @@ class Host(Protocol):
     #: crashes, heartbeats, the usage of broken model answers.
     store: "Store"
     #: every loaded run by id: a worker's death loses all their attempts in flight.
-    _runs: "dict[str, RunState]"
+    runs: "dict[str, RunState]"
 
-    def _append(self, state, cursor: h.Cursor, event: h.Event) -> h.Event:
+    def append(self, state, cursor: h.Cursor, event: h.Event) -> h.Event:
         """Record a history event (committed when the durability mode says)."""
 
-    def _write(self, state, table: str, row: tuple) -> None:
+    def write(self, state, table: str, row: tuple) -> None:
         """Record a row of another history table, e.g. a failed attempt (the same way)."""
 
-    def _free_until(self, instant: float) -> bool:
+    def free_until(self, instant: float) -> bool:
         """Whether nothing else is due up to `instant`, so an attempt ending then may end
         inline (the clock jumps there) instead of suspending its run."""
 
-    def _schedule(self, state, due_at: float, action: str, arg=None,
+    def schedule(self, state, due_at: float, action: str, arg=None,
                   new_generation: bool = True) -> None:
         """Put an action for the run on the engine's heap (here: a crash during a wait)."""
 
@@ -132,9 +132,9 @@ class AttemptRunner:
     """Runs activity attempts and injects faults into them, for the engine that owns it."""
 
     def __init__(self, host: Host):
-        # Weakly held: the engine owns its runner, and an engine dropped without close()
-        # is freed at once, with its DuckDB connection, as it would be without one.
-        self.host: Host = weakref.proxy(host)
+        # The host holds its engine weakly (`engine._Port`), so an engine dropped without
+        # close() is freed at once, with its DuckDB connection, runner and all.
+        self.host: Host = host
         #: activity name -> BreakerState: the worker's circuit breakers, shared by its runs.
         self.breakers: dict[str, BreakerState] = {}
 
@@ -208,7 +208,7 @@ class AttemptRunner:
                 raise Suspend(None, "activity", name=name, position=position, attempt=attempt)
             if not clock.virtual:
                 clock.sleep_until(ended)
-            elif self.host._free_until(ended):
+            elif self.host.free_until(ended):
                 clock.advance_to(ended)  # nothing else happens meanwhile: carry on inline
             else:
                 _leave_in_flight(state, outcome)
@@ -305,7 +305,7 @@ class AttemptRunner:
                             call_site=h.site(o["call_site"]), args=h.shown_args(text))
             event.matched_args = fastjson.matched_args(o["args"], o["kwargs"]) or json.loads(text)
             event.loaded = o["kept"]
-            self.host._append(state, cursor, event)
+            self.host.append(state, cursor, event)
             if state.faults is not None and state.faults.crashes():
                 self._maybe_crash(state, "after_record", name, position, attempt)
             result = event.loads()
@@ -338,7 +338,7 @@ class AttemptRunner:
                                 o["ended_at"], outcome_of(error), error.error_class,
                                 error.message, delay, policy.max_attempts)
             state.attempts.setdefault(position, []).append(row)
-            self.host._write(state, "attempts", row)
+            self.host.write(state, "attempts", row)
             if burnt:
                 self._check_budget(state, name, position)
             raise Suspend(o["ended_at"] + delay, "retry", name=name, position=position,
@@ -351,7 +351,7 @@ class AttemptRunner:
                         outcome_of(error), error.error_class, error.message,
                         call_site=call_site, args=h.shown_args(text))
         event.matched_args = fastjson.matched_args(o["args"], o["kwargs"]) or json.loads(text)
-        self.host._append(state, cursor, event)
+        self.host.append(state, cursor, event)
         self._maybe_crash(state, "after_record", name, position, attempt)
         if burnt:
             self._check_budget(state, name, position)
@@ -418,7 +418,7 @@ class AttemptRunner:
         missed, and recorded as a timed-out attempt, so its retry waits until then; any
         other is recorded as crashed and runs again as soon as a fresh worker is up."""
         now = self.host.clock.now()
-        lost = [row for row in map(self._lost_attempt, self.host._runs.values()) if row]
+        lost = [row for row in map(self._lost_attempt, self.host.runs.values()) if row]
         self.host.store.write({"faults": list(faults), "attempts": lost,
                           "crashes": [CrashRecord(now, run_id, position, point, cause)]})
         raise WorkerCrash(cause)
@@ -452,7 +452,7 @@ class AttemptRunner:
             if self._fires(state, index, rule, suspend.position, suspend.attempt):
                 now = self.host.clock.now()
                 at = now if suspend.due_at is None else now + (suspend.due_at - now) / 2
-                self.host._schedule(state, at, "crash",
+                self.host.schedule(state, at, "crash",
                                     (index, suspend.position, suspend.attempt),
                                     new_generation=False)
                 return

@@ -83,9 +83,10 @@ def _location(exc: BaseException) -> str | None:
 
 
 class _Port:
-    """An engine as its runs' `Context` sees it (`context.Port`): the clock, the world and
-    the three calls that add to a run's history. It holds the engine weakly, as the attempt
-    runner does, so an engine dropped without close() is freed at once."""
+    """An engine as its runs' `Context` (`context.Port`) and its attempt runner
+    (`activities.Host`) see it: public names over the engine's own, so neither reaches for
+    an underscore. It holds the engine weakly, so an engine dropped without close() is
+    freed at once."""
 
     __slots__ = ("_engine",)
 
@@ -99,6 +100,26 @@ class _Port:
     @property
     def world(self):
         return self._engine.world
+
+    @property
+    def store(self):
+        return self._engine.store
+
+    @property
+    def runs(self):
+        return self._engine._runs
+
+    def append(self, state, cursor, event):
+        return self._engine._append(state, cursor, event)
+
+    def write(self, state, table, row):
+        self._engine._write(state, table, row)
+
+    def free_until(self, instant):
+        return self._engine._free_until(instant)
+
+    def schedule(self, state, due_at, action, arg=None, new_generation=True):
+        self._engine._schedule(state, due_at, action, arg, new_generation)
 
     def execute_activity(self, state, cursor, request):
         return self._engine._attempts.execute(state, cursor, request)
@@ -206,10 +227,10 @@ class Engine:
         self._definitions: dict[str, Callable | None] = {}   # see _use_current_definition
         self._telemetry: list[tuple] = []
         self._plans: dict[str, FaultPlan] = {}   # stored plan JSON -> the plan
-        #: runs activity attempts; it sees this engine only as an `activities.Host`.
-        self._attempts = AttemptRunner(self)
-        #: what a run's `Context` reaches of this engine (see `_Port`).
+        #: what a run's `Context` and the attempt runner reach of this engine (`_Port`).
         self._port = _Port(weakref.proxy(self))
+        #: runs activity attempts; it sees this engine only as an `activities.Host`.
+        self._attempts = AttemptRunner(self._port)
         for fn in workflows:
             register(fn, stacklevel=2)
         self._load(opening=True)
