@@ -6,7 +6,7 @@ result or error). The store commits whatever it is handed, at once. A journal de
 a run's rows are handed over, and that decision is all that differs between the modes:
 
 - ``sync``: each row is committed before the code sees its result, so a crash loses nothing
-  the code has seen. A durable step is one INSERT (about 1.2 ms on a file: one fsync).
+  the code has seen. A durable step is one INSERT, and on a file one fsync.
 - ``batch``: a run's rows wait in memory until the engine's turn with the run is over (a
   wake-up, the end of an attempt that was in flight, a time-out), then go in one write. A
   crash loses at most that turn, which the recovered worker runs again.

@@ -6,8 +6,8 @@ recovery: a fresh worker reloads every run's row and the rows of each unfinished
 nothing has reached DuckDB yet (a sweep's isolated run, one row of the crash explorer: each
 starts from an emptied store), the queue holds every row there is, so the recovery can read
 them straight from it: the same rows, in the same order and with the same types as the
-queries would give, for no DuckDB statement at all. (A statement costs about 0.3 ms even on
-a small table, and a recovery made a dozen: the writes, then a query per table.)
+queries would give, for no DuckDB statement at all (a recovery otherwise makes a dozen:
+the writes, then a query per table, each with a statement's fixed cost).
 
 Only a short queue is read this way: the scan is linear, and a long one (a contended sweep
 whose runs crash one after another) is cheaper to write once and query.

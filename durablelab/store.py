@@ -1,11 +1,11 @@
 """The DuckDB store: where history lives, and the only module that speaks SQL.
 
-A DuckDB statement costs about 0.3 ms even when it does nothing, and a commit to a file
-about 1.2 ms (one fsync). So the store never issues a query per replayed event: an engine
+A DuckDB statement has a fixed cost even when it does nothing, and a commit to a file
+waits for an fsync. So the store never issues a query per replayed event: an engine
 loads every unfinished run's history in a few queries when it opens, keeps it in memory,
 and writes as few statements as its durability mode allows. In ``sync`` mode a durable step
 is one INSERT: an activity's event row carries its final attempt. Bigger writes go in bulk
-through Arrow, a few microseconds a row.
+through Arrow, where a row costs far less than a statement.
 
 An in-memory store is no more durable than the process that holds it, so there a commit
 only has to outlive a simulated crash: rows wait in a queue that `engine.crash()` does not
@@ -45,10 +45,10 @@ SCHEMA_VERSION = 5
 UNFINISHED = ("running", "waiting", "diverged")
 
 #: A file store folds its write-ahead log into the file every this many commits. Opening a
-#: file replays each commit left in the WAL (about 80-150 us each), so a worker that dies
-#: after thousands of sync steps would otherwise pay for all of them before it can recover:
-#: here a crash leaves at most 49, a few milliseconds. A CHECKPOINT costs about 3 ms, so
-#: a sync step pays about 60 us more on average (bench/peers.py measures both sides).
+#: file replays each commit left in the WAL, so a worker that dies after thousands of sync
+#: steps would otherwise pay for all of them before it can recover: here a crash leaves at
+#: most 49. A CHECKPOINT costs a few commits, shared by fifty steps (bench/peers.py
+#: measures both sides: the sync step and the recovery).
 CHECKPOINT_EVERY = 50
 
 #: An in-memory store writes its queue to DuckDB at the latest when it holds this many
@@ -96,10 +96,10 @@ CREATE TABLE IF NOT EXISTS runs (
 );
 -- History: one row per recording ctx call, plus one when a wait ends. An activity's row
 -- carries its final attempt, so a durable step costs one INSERT. DuckDB's commit pays for
--- every column (bench/bench_engine.py, figure 3, times 3 columns against 14), so the stored
--- row is three and `body` holds the rest; the `events` view below spreads it out again.
+-- every column (bench/bench_engine.py, figure 3), so the stored row is three columns and
+-- `body` holds the rest; the `events` view below spreads it out again.
 -- Read `events`, write `event_log`.
--- (run_id, position) is unique, but not a PRIMARY KEY: the index would cost 0.16 ms a
+-- (run_id, position) is unique, but not a PRIMARY KEY: the index would add to every
 -- commit; the engine writes each position once, and checks 1, 2, 3, ... when it loads.
 CREATE TABLE IF NOT EXISTS event_log (
     run_id   VARCHAR NOT NULL,
