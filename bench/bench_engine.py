@@ -208,7 +208,7 @@ def bench_load(table: Table, tmp: Path, events: int, repeats: int) -> None:
         store.latest_instant()
         t2 = perf_counter()
         store.fetch("SELECT * FROM runs")          # as an engine opens: every run's row,
-        loaded = store.load("status = 'running'")  # then the rows of the unfinished ones
+        loaded = store.load("status IN ('running', 'waiting')")   # then the unfinished ones'
         t3 = perf_counter()
         built = [h.Event(*row[1:]) for row in loaded["events"]]
         t4 = perf_counter()
