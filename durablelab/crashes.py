@@ -229,11 +229,11 @@ class _Runner:
         view = _RunView(engine, run_id)
         holds, why = _check(self.invariant, view, here)
         run = view if holds and not keep else view.full()    # a broken row keeps its Run
-        if view.status not in FINAL or engine._attempts.breakers:
+        if view.status not in FINAL or engine.breakers:
             run = view.full()
             self.close()
         else:
-            engine._forget()
+            engine.forget()
         return run, holds, why, view.crashes_fired
 
     def close(self):

@@ -492,7 +492,24 @@ class Engine:
         finally:
             self.store.close()
 
-    def _forget(self) -> None:
+    @property
+    def breakers(self) -> dict:
+        """The worker's circuit breakers by activity name (a `CircuitBreaker` on a policy
+        keeps its state here, shared by every run of this engine); empty until one trips
+        or counts a failure."""
+        return self._attempts.breakers
+
+    def working_state(self, run_id: str) -> RunState:
+        """The engine's working copy of run `run_id` (`runstate.RunState`), its history
+        loaded even if the run ended before a crash reload: for the package's own tools
+        that measure many runs without building a `Run` each (a sweep's metrics). Read it,
+        never change it; a view reads `snapshot(run_id)` instead."""
+        state = self._state(run_id)
+        if state.history is None:
+            self._load_ended(state)
+        return state
+
+    def forget(self) -> None:
         """Empty an in-memory engine, as if it had just been opened: no runs, no timers, no
         circuit breakers, no rows (`Store.forget`: the queued ones dropped unwritten). For
         one engine serving many short runs in turn, each alone (a sweep's isolated runs,

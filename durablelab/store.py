@@ -13,10 +13,9 @@ touch, and reach DuckDB in bulk before anything reads the database. A sweep of t
 runs in memory then pays microseconds per row instead of a statement per step.
 
 Payloads (inputs, results, signal values, errors) are JSON text, never pickle: opening a
-stranger's file must never run code. Nor SQL of its own: a file may define `runs` as a view
-over `read_text('~/.ssh/id_rsa')`. So every connection is sealed (`SEALED`: DuckDB touches
-no other file and loads no extension), and the tables durablelab reads must be the base
-tables its DDL creates, checked in DuckDB's own catalog before anything reads them.
+stranger's file must never run code. Nor SQL of its own: every connection is sealed
+(`sealed.py`), and the tables durablelab reads must be the base tables the DDL below
+creates, checked in DuckDB's own catalog (`check_tables`) before anything reads them.
 """
 
 from __future__ import annotations
@@ -33,11 +32,11 @@ import pyarrow as pa
 
 from . import history as h
 from . import queued
-from .errors import (StoreFormatError, StoreLockedError, bad_value, foreign_store,
-                     store_not_readable_as_is, store_open_error, store_tampered,
-                     store_unreadable)
+from .errors import (StoreFormatError, StoreLockedError, bad_value, store_not_readable_as_is,
+                     store_open_error, store_tampered, store_unreadable)
 from .records import (AttemptRecord, CrashRecord, FaultRecord, RunEnd, RunRecord,
                       SignalRecord, WakeupRecord, as_records)
+from .sealed import catalog, connect, differs, head
 
 SCHEMA_VERSION = 5
 
@@ -54,18 +53,6 @@ CHECKPOINT_EVERY = 50
 #: An in-memory store writes its queue to DuckDB at the latest when it holds this many
 #: writes, so a long session that never reads does not keep every row twice in Python.
 QUEUE_LIMIT = 100_000
-
-#: How every connection to a store is opened. A file is data: DuckDB may not read or list
-#: any other file (a view over read_text or glob), install or load an extension (DuckDB
-#: fetches one to read a SQLite or Parquet file), and nothing the file runs can turn either
-#: back on. DuckDB refuses a second connection to a file with another config, so everything
-#: that opens a store (the engine, replay_check, the sweep's results) uses this one.
-SEALED = {"enable_external_access": False, "autoinstall_known_extensions": False,
-          "autoload_known_extensions": False, "lock_configuration": True}
-
-#: First bytes of files that are not stores, refused before DuckDB opens them.
-FOREIGN = ((b"SQLite format 3\x00", "a SQLite database"),
-           (b"PAR1", "a Parquet file (a durablelab export? read it with dl.load(path))"))
 
 # Times are float seconds on the engine's clock. JSON columns hold compact JSON text.
 DDL = """
@@ -352,15 +339,6 @@ def _screened(out: dict) -> dict:
 _LOCK = re.compile(r"Conflicting lock is held in (.*?) \(PID (\d+)\)")
 
 
-def _head(path: str) -> bytes | None:
-    """The first bytes of the file at `path`, or None if it is not a readable file."""
-    try:
-        with open(path, "rb") as f:
-            return f.read(512)
-    except OSError:
-        return None
-
-
 def _finite(value) -> float | None:
     """`value` (a number, or the text of one) as a finite float, or None if it is not one."""
     try:
@@ -372,52 +350,6 @@ def _finite(value) -> float | None:
 
 def _placeholders(columns) -> str:
     return "(" + ", ".join("?" for _ in columns) + ")"
-
-
-def connect(path: str | None, read_only: bool = False) -> duckdb.DuckDBPyConnection:
-    """A sealed (`SEALED`) DuckDB connection to the store at `path`, or to a new in-memory
-    one (None). A SQLite or Parquet file is refused by its first bytes (StoreFormatError),
-    before DuckDB sees it. DuckDB's own errors (a lock, a file that is not DuckDB) pass."""
-    if path is None:
-        # An in-memory store holds one lab's or one sweep worker's few thousand rows: a
-        # statement's work is too small to share out, and handing it to DuckDB's worker
-        # threads costs more than it saves (on a busy machine, several times more).
-        return duckdb.connect(":memory:", config={**SEALED, "threads": 1})
-    head = _head(path) or b""
-    for magic, what in FOREIGN:
-        if head.startswith(magic):
-            raise foreign_store(path, what)
-    return duckdb.connect(path, read_only=read_only, config=SEALED)
-
-
-def catalog(con) -> dict[str, tuple | str]:
-    """What each name in the database's main schema is: "view", or a base table's shape,
-    (columns as (name, type, nullable), primary key columns). Read through the catalog
-    functions of DuckDB's `system` database, named in full: a file can define a macro
-    `duckdb_tables()` of its own, which would answer for the unqualified name. Names are
-    lowercased: DuckDB finds a view `RUNS` for `FROM runs`."""
-    where = "schema_name = 'main' AND NOT internal AND NOT temporary"
-    of_table = "t.schema_name = 'main' AND NOT t.internal AND NOT t.temporary"
-    found: dict[str, tuple | str] = {name.lower(): "view" for (name,) in con.execute(
-        f"SELECT view_name FROM system.main.duckdb_views() WHERE {where}").fetchall()}
-    columns: dict[str, list] = {name: [] for (name,) in con.execute(
-        f"SELECT table_name FROM system.main.duckdb_tables() WHERE {where}").fetchall()}
-    for table, *column in con.execute(
-            "SELECT c.table_name, c.column_name, c.data_type, c.is_nullable "
-            "FROM system.main.duckdb_columns() c JOIN system.main.duckdb_tables() t "
-            f"ON c.table_oid = t.table_oid WHERE {of_table} "
-            "ORDER BY c.table_name, c.column_index").fetchall():
-        columns[table].append(tuple(column))
-    keys: dict[str, tuple] = {}
-    for table, names in con.execute(
-            "SELECT k.table_name, k.constraint_column_names "
-            "FROM system.main.duckdb_constraints() k JOIN system.main.duckdb_tables() t "
-            f"ON k.table_oid = t.table_oid WHERE {of_table} "
-            "AND k.constraint_type = 'PRIMARY KEY'").fetchall():
-        keys[table] = tuple(names)
-    for table, cols in columns.items():
-        found[table.lower()] = (tuple(cols), keys.get(table, ()))
-    return found
 
 
 @functools.cache
@@ -472,17 +404,7 @@ def check_tables(path, found: dict, version: int, names=None) -> None:
         older = name == "runs" and version < 5 and have == (want[0][:-1], want[1])
         if have != want and not older:
             raise store_tampered(path, name, f"its table {name!r} is not the one durablelab "
-                                             f"creates: {_differs(have, want)}")
-
-
-def _differs(have: tuple, want: tuple) -> str:
-    """How a table's shape differs from durablelab's, in a few words."""
-    def said(column):
-        return f"{column[0]} {column[1]}{'' if column[2] else ' NOT NULL'}"
-    if have[0] != want[0]:
-        return (f"it has columns ({', '.join(map(said, have[0]))}) where durablelab writes "
-                f"({', '.join(map(said, want[0]))})")
-    return f"its primary key is {list(have[1])}, where durablelab's is {list(want[1])}"
+                                             f"creates: {differs(have, want)}")
 
 
 class Store:
@@ -501,7 +423,7 @@ class Store:
             if found is None and read_only:
                 raise store_unreadable(self.path, str(exc).splitlines()[0]) from None
             if found is None:   # not a lock: say what DuckDB found there
-                raise store_open_error(self.path, str(exc), _head(self.path)) from None
+                raise store_open_error(self.path, str(exc), head(self.path)) from None
             raise StoreLockedError(
                 f"Cannot open {self.path}: process {found.group(2)} ({found.group(1)}) holds "
                 f"it, and DuckDB lets one process at a time open a file. Close the engine "

@@ -337,12 +337,13 @@ def _unreadable_body(path, rows) -> DurableLabError:
 
 
 def _connect(path: Path, name: str | None = None):
-    """A sealed read-only connection to the store at `path` (see `store.SEALED`), once its
+    """A sealed read-only connection to the store at `path` (see `sealed.SEALED`), once its
     catalog says every table replay_check reads is the one durablelab wrote: a file is data,
     and a view named `runs` would run the file's own SQL."""
     import duckdb
 
-    from .store import SCHEMA_VERSION, catalog, check_tables, connect
+    from .sealed import catalog, connect
+    from .store import SCHEMA_VERSION, check_tables
     try:
         con = connect(str(path), read_only=True)
     except duckdb.Error as exc:

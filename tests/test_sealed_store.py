@@ -268,7 +268,7 @@ def test_a_sweep_results_file_with_a_view_is_refused(tmp_path, secret):
 
 
 def test_the_store_module_is_the_only_unsealed_duckdb_connect_left():
-    """Every duckdb.connect of a store file passes store.SEALED; export.py and
+    """Every duckdb.connect of a store file passes sealed.SEALED; export.py and
     experiments/io.py connect in memory to read or write a Parquet file the caller names."""
     unsealed = []
     for path in (ROOT / "durablelab").rglob("*.py"):

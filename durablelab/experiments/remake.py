@@ -80,9 +80,7 @@ class LazyRuns(Sequence):
         if key not in self._engines:
             self._engines[key] = self._run(spec, frame, row, policy, plan)
         engine, world = self._engines[key]
-        state = engine._runs[run_id]
-        if state.history is None:   # it ended before a crash reloaded the store
-            engine._load_ended(state)
+        state = engine.working_state(run_id)
         self._check(row, state, world)
         self._made[run_id] = engine.run(run_id)
         if not spec["contention"]:

@@ -10,7 +10,7 @@ run one:
   another run: no shared breaker, no other run's crash. Opening an engine costs about
   24 ms (a DuckDB connection and its schema), a hundred times what a small run costs, so
   an `Isolated` runner keeps one in-memory engine and empties it between runs instead
-  (`Engine._forget`): the run's rows wait in the in-memory store's queue
+  (`Engine.forget`): the run's rows wait in the in-memory store's queue
   (`durablelab.store`) and are dropped unwritten when the run has ended, so the next run
   starts from an empty store. A run that crashed has been through recovery, which reads
   the queue directly while it is short (`durablelab.queued`) and otherwise writes it to
@@ -248,7 +248,7 @@ class Isolated:
         engine.start(workflow, input_value, run_id=run_id, faults=plan, seed=seed,
                      timeout=timeout, policies=policies)
         engine.run_until_idle()
-        state = engine._runs[run_id]
+        state = engine.working_state(run_id)
         crashed = sum(1 for row in state.fault_rows if row[2] == "Crash")
         world_parts = parts(world)
         duplicates = duplicate_effects(world_parts, {run_id}).get(run_id, 0)
@@ -256,7 +256,7 @@ class Isolated:
         add_starts(load, state)
         for name, instants in stamped_calls(world_parts).items():
             add_load(load, name, instants)
-        engine._forget()   # no breaker, run or row of this run reaches the next
+        engine.forget()    # no breaker, run or row of this run reaches the next
         return metrics
 
     def close(self) -> None:
@@ -288,9 +288,7 @@ def run_contended(workflow, runs, policies, plan, world_factory, timeout, load: 
         duplicates = duplicate_effects(world_parts, {run_id for _, run_id, _ in runs})
         out = []
         for _, run_id, _ in runs:
-            state = engine._runs[run_id]
-            if state.history is None:               # ended before a crash reloaded the store
-                engine._load_ended(state)
+            state = engine.working_state(run_id)   # loaded again if a crash dropped it
             end = state.ended_at if state.ended_at is not None else float("inf")
             crashes = sum(1 for t in crash_times if state.started_at < t <= end)
             out.append(run_metrics(state, crashes, duplicates.get(run_id, 0)))

@@ -42,7 +42,7 @@ import duckdb
 import pyarrow as pa
 
 from ..errors import SweepError
-from ..store import SEALED, catalog
+from ..sealed import SEALED, catalog
 from .runner import METRICS, Isolated, roomy_collector, run_contended
 from .spec import Spec
 
@@ -134,7 +134,7 @@ class Results:
 
     def __init__(self, path, spec: Spec):
         self.path = None if path is None else str(path)
-        # Sealed as a store is (store.SEALED), and read only once its tables are the ones
+        # Sealed as a store is (sealed.SEALED), and read only once its tables are the ones
         # DDL makes: a file from elsewhere could hold `sweep_meta` as a view over a file.
         self.con = duckdb.connect(self.path or ":memory:", config=SEALED)
         found = catalog(self.con)
@@ -209,7 +209,7 @@ class Results:
 
 @functools.cache
 def _shapes() -> dict:
-    """Each results table as DDL makes it (`store.catalog`), read from a scratch database."""
+    """Each results table as DDL makes it (`sealed.catalog`), read from a scratch database."""
     with duckdb.connect(":memory:", config=SEALED) as con:
         con.execute(DDL)
         return catalog(con)
