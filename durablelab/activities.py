@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import inspect
 import json
+from dataclasses import dataclass
 from types import MethodType
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
@@ -35,13 +36,13 @@ from . import fastjson, heartbeat
 from . import history as h
 from .breaker import BreakerState
 from .clock import later, within
-from .context import StopRun, Suspend
+from .context import Request, StopRun, Suspend
 from .draws import Draws, first
 from .errors import (BudgetExceeded, DurableLabError, ModelOutputError, NonRetryable,
                      RateLimited, Transient, activity_failed)
 from .faults import Crash, Hang, Latency, Malformed, Timeout, draw_key
 from .records import AttemptRecord, CrashRecord, FaultRecord
-from .retry import classify, next_delay
+from .retry import RetryPolicy, classify, next_delay
 
 if TYPE_CHECKING:
     from .clock import VirtualClock, WallClock
@@ -91,12 +92,36 @@ def accepts(fn: Callable) -> tuple[bool, bool]:
     return found
 
 
-def _leave_in_flight(state, outcome: dict) -> None:
+@dataclass(slots=True)
+class Attempt:
+    """One attempt from its start to its record: made by `execute`, ended by `finish`,
+    and kept as the run's `inflight` while it lasts past a wake-up."""
+
+    name: str
+    position: int
+    attempt: int
+    policy: RetryPolicy
+    started_at: float
+    ended_at: float
+    error: Any                     # the ActivityError it ended with, or None
+    value_json: str | None
+    text: str                      # the canonical JSON of [args, kwargs]
+    args: Any
+    kwargs: dict
+    first_started_at: float        # the activity's first attempt (schedule_to_close)
+    schedule_to_close: float | None
+    start_to_close: float | None
+    heartbeat: float | None
+    call_site: Any                 # the frame while the code runs, its "file:line" after
+    kept: Any                      # what `Event.loaded` may hold of the value
+
+
+def _leave_in_flight(state, outcome: Attempt) -> None:
     """Leave an attempt in flight, to end later in virtual time. Its arguments are kept as
     their JSON round trip (the workflow's own objects may change before it ends), and its
     call site as text (the frame is gone by then)."""
-    outcome["args"], outcome["kwargs"] = json.loads(outcome["text"])
-    outcome["call_site"] = h.site(outcome["call_site"])
+    outcome.args, outcome.kwargs = json.loads(outcome.text)
+    outcome.call_site = h.site(outcome.call_site)
     state.inflight = outcome
 
 
@@ -138,11 +163,11 @@ class AttemptRunner:
         #: activity name -> BreakerState: the worker's circuit breakers, shared by its runs.
         self.breakers: dict[str, BreakerState] = {}
 
-    def execute(self, state, cursor: h.Cursor, req: dict) -> Any:
+    def execute(self, state, cursor: h.Cursor, req: Request) -> Any:
         """Run one attempt of a new activity, then finish it (or leave it in flight)."""
-        name, policy, site = req["name"], req["policy"], req["site"]
+        name, policy, site = req.name, req.policy, req.site
         position = cursor.position + 1
-        text = h.canonical(req["args"], req["kwargs"], "ctx.activity", site, name)
+        text = h.canonical(req.args, req.kwargs, "ctx.activity", site, name)
         clock = self.host.clock
         now = clock.now()
         previous = state.attempts.get(position)
@@ -186,8 +211,8 @@ class AttemptRunner:
             error = rule.failure()
         first_started_at = previous[0].started_at if previous else now
         ended = later(now, latency)   # a huge latency ends at the last instant, not inf
-        if (req["start_to_close"] is not None or req["schedule_to_close"] is not None
-                or req["heartbeat"] is not None or (state.timeout is not None and ended >
+        if (req.start_to_close is not None or req.schedule_to_close is not None
+                or req.heartbeat is not None or (state.timeout is not None and ended >
                                                     state.started_at + state.timeout)):
             ended, timed_out = self._cut(state, req, now, ended, first_started_at,
                                          silent=isinstance(rule, Hang))
@@ -195,13 +220,9 @@ class AttemptRunner:
                 value_json, kept, error = None, None, Transient(
                     f"activity {name!r} timed out: {timed_out} passed before it answered",
                     cause_class="TimeoutError")
-        outcome = {"name": name, "position": position, "attempt": attempt, "policy": policy,
-                   "started_at": now, "ended_at": ended, "error": error,
-                   "value_json": value_json, "text": text, "args": req["args"],
-                   "kwargs": req["kwargs"], "first_started_at": first_started_at,
-                   "schedule_to_close": req["schedule_to_close"],
-                   "start_to_close": req["start_to_close"], "heartbeat": req["heartbeat"],
-                   "call_site": site, "kept": kept}   # the frame: see finish()
+        outcome = Attempt(name, position, attempt, policy, now, ended, error, value_json, text,
+                          req.args, req.kwargs, first_started_at, req.schedule_to_close,
+                          req.start_to_close, req.heartbeat, site, kept)   # site: see finish()
         if ended > now:
             if ended == float("inf"):   # no time-out will ever end it: the run hangs
                 _leave_in_flight(state, outcome)
@@ -235,9 +256,9 @@ class AttemptRunner:
     def _cut(self, state, req, started_at, ended_at, first_started_at, silent=False):
         """Apply the nearest time-out: (when the attempt ends, which limit cut it or None).
         A silent attempt (a hang) also misses its first heartbeat, if it promised one."""
-        limits = [(req["heartbeat"] if silent else None, started_at, "heartbeat"),
-                  (req["start_to_close"], started_at, "start_to_close"),
-                  (req["schedule_to_close"], first_started_at, "schedule_to_close"),
+        limits = [(req.heartbeat if silent else None, started_at, "heartbeat"),
+                  (req.start_to_close, started_at, "start_to_close"),
+                  (req.schedule_to_close, first_started_at, "schedule_to_close"),
                   (state.timeout, state.started_at, "the run's time-out")]
         cut = None
         for limit, since, label in limits:
@@ -253,12 +274,12 @@ class AttemptRunner:
             state = self.breakers[name] = BreakerState(policy.breaker)
         return state
 
-    def _call(self, state, req: dict, position: int, previous):
+    def _call(self, state, req: Request, position: int, previous):
         """Call the activity function; returns (value_json, error, kept): `kept` is what
         `Event.loaded` may hold of the value (see `fastjson.kept`), so the caller gets its
         copy instead of parsing the JSON just written."""
-        fn, name = req["fn"], req["name"]
-        kwargs = req["kwargs"]
+        fn, name = req.fn, req.name
+        kwargs = req.kwargs
         takes_key, takes_feedback = accepts(fn)
         if takes_key and "idempotency_key" not in kwargs:
             kwargs = {**kwargs, "idempotency_key": f"{state.run_id}:{position}"}
@@ -267,9 +288,9 @@ class AttemptRunner:
         try:
             with heartbeat.attempt(self.host.store, self.host.clock, state.run_id, position,
                                    len(previous) + 1, name):
-                result = fn(*req["args"], **kwargs)
+                result = fn(*req.args, **kwargs)
         except Exception as exc:
-            if req["policy"].is_non_retryable(exc) and not isinstance(exc, NonRetryable):
+            if req.policy.is_non_retryable(exc) and not isinstance(exc, NonRetryable):
                 cause = type(exc).__name__
                 return None, NonRetryable(h.storable_text(f"{cause}: {exc}"),
                                           cause_class=cause), None
@@ -290,21 +311,21 @@ class AttemptRunner:
 
     def finish(self, state, cursor: h.Cursor, o: dict) -> Any:
         """Record an attempt's end: the activity's event, or a failed attempt and its retry.
-        `o["call_site"]` is the frame of the ctx call, still running (its line is formatted
+        `o.call_site` is the frame of the ctx call, still running (its line is formatted
         only for an event), or its "file:line" once the attempt was left in flight."""
-        error, name, position, attempt = o["error"], o["name"], o["position"], o["attempt"]
+        error, name, position, attempt = o.error, o.name, o.position, o.attempt
         breaker = self.breakers.get(name)
-        if breaker is not None and o["policy"].breaker is not None:
+        if breaker is not None and o.policy.breaker is not None:
             refused = error is not None and error.cause_class == "CircuitOpen"
             if not refused:
-                breaker.record(None if error is None else error.error_class, o["ended_at"])
+                breaker.record(None if error is None else error.error_class, o.ended_at)
         if error is None:
-            text = o["text"]
+            text = o.text
             event = h.Event(position, h.ACTIVITY, name, h.digest_of(text), True,
-                            o["value_json"], o["ended_at"], attempt, o["started_at"], "ok",
-                            call_site=h.site(o["call_site"]), args=h.shown_args(text))
-            event.matched_args = fastjson.matched_args(o["args"], o["kwargs"]) or json.loads(text)
-            event.loaded = o["kept"]
+                            o.value_json, o.ended_at, attempt, o.started_at, "ok",
+                            call_site=h.site(o.call_site), args=h.shown_args(text))
+            event.matched_args = fastjson.matched_args(o.args, o.kwargs) or json.loads(text)
+            event.loaded = o.kept
             self.host.append(state, cursor, event)
             if state.faults is not None and state.faults.crashes():
                 self._maybe_crash(state, "after_record", name, position, attempt)
@@ -312,7 +333,7 @@ class AttemptRunner:
             if state.budget is not None:
                 self._check_budget(state, name, position)
             return result
-        policy = o["policy"]
+        policy = o.policy
         previous = state.attempts.get(position, [])
         malformed = sum(1 for row in previous if row.error_class == "ModelOutputError")
         burnt = isinstance(error, ModelOutputError) and self._burn(state, error)
@@ -328,29 +349,29 @@ class AttemptRunner:
             rng = Draws(f"retry:{state.seed}:{state.run_id}:{position}:{attempt}")
             # Clamped, not refused: the policy cannot know the instant it is used at, and
             # a backoff past the last instant a float holds would save `inf` (clock.within).
-            delay = within(o["ended_at"], next_delay(policy, attempt, error, rng))
-            limit = o["schedule_to_close"]
-            if limit is not None and o["ended_at"] + delay > o["first_started_at"] + limit:
+            delay = within(o.ended_at, next_delay(policy, attempt, error, rng))
+            limit = o.schedule_to_close
+            if limit is not None and o.ended_at + delay > o.first_started_at + limit:
                 retry = False
                 why = f"the next attempt would start after schedule_to_close={limit:g}s"
         if retry:
-            row = AttemptRecord(state.run_id, position, name, attempt, o["started_at"],
-                                o["ended_at"], outcome_of(error), error.error_class,
+            row = AttemptRecord(state.run_id, position, name, attempt, o.started_at,
+                                o.ended_at, outcome_of(error), error.error_class,
                                 error.message, delay, policy.max_attempts)
             state.attempts.setdefault(position, []).append(row)
             self.host.write(state, "attempts", row)
             if burnt:
                 self._check_budget(state, name, position)
-            raise Suspend(o["ended_at"] + delay, "retry", name=name, position=position,
+            raise Suspend(o.ended_at + delay, "retry", name=name, position=position,
                           attempt=attempt)
-        call_site = h.site(o["call_site"])
+        call_site = h.site(o.call_site)
         failed = activity_failed(state.run_id, name, position, attempt, error, why, call_site)
-        text = o["text"]
+        text = o.text
         event = h.Event(position, h.ACTIVITY, name, h.digest_of(text), False,
-                        json.dumps(failed.to_json()), o["ended_at"], attempt, o["started_at"],
+                        json.dumps(failed.to_json()), o.ended_at, attempt, o.started_at,
                         outcome_of(error), error.error_class, error.message,
                         call_site=call_site, args=h.shown_args(text))
-        event.matched_args = fastjson.matched_args(o["args"], o["kwargs"]) or json.loads(text)
+        event.matched_args = fastjson.matched_args(o.args, o.kwargs) or json.loads(text)
         self.host.append(state, cursor, event)
         self._maybe_crash(state, "after_record", name, position, attempt)
         if burnt:
@@ -429,20 +450,20 @@ class AttemptRunner:
         if o is None:
             return None
         now = self.host.clock.now()
-        if o["heartbeat"] is not None:      # the last heartbeat went out just before death
-            noticed, how = later(now, o["heartbeat"]), f"no heartbeat within {o['heartbeat']:g}s"
-        elif o["start_to_close"] is not None:
-            noticed = max(now, later(o["started_at"], o["start_to_close"]))
+        if o.heartbeat is not None:      # the last heartbeat went out just before death
+            noticed, how = later(now, o.heartbeat), f"no heartbeat within {o.heartbeat:g}s"
+        elif o.start_to_close is not None:
+            noticed = max(now, later(o.started_at, o.start_to_close))
             how = f"no answer within start_to_close={o['start_to_close']:g}s"
         else:   # nothing but the fresh worker can notice it, and it runs it again at once
-            return AttemptRecord(state.run_id, o["position"], o["name"], o["attempt"],
-                                 o["started_at"], now, "crashed", None,
+            return AttemptRecord(state.run_id, o.position, o.name, o.attempt,
+                                 o.started_at, now, "crashed", None,
                                  "the worker running this attempt died", 0.0,
-                                 o["policy"].max_attempts)
-        return AttemptRecord(state.run_id, o["position"], o["name"], o["attempt"],
-                             o["started_at"], noticed, "timeout", "Transient",
+                                 o.policy.max_attempts)
+        return AttemptRecord(state.run_id, o.position, o.name, o.attempt,
+                             o.started_at, noticed, "timeout", "Transient",
                              f"the worker running this attempt died; noticed by {how}", 0.0,
-                             o["policy"].max_attempts)
+                             o.policy.max_attempts)
 
     def arm_crash_during_wait(self, state, suspend: Suspend) -> None:
         if state.faults is None or not state.faults.crashes():

@@ -10,6 +10,7 @@ the code (the time, a random number, a uuid, the world's answer) must come throu
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 import random as _random
 import sys
 import uuid as _uuid
@@ -50,6 +51,21 @@ class StopRun(BaseException):
     def __init__(self, error):
         super().__init__(error.message)
         self.error = error
+
+
+@dataclass(slots=True)
+class Request:
+    """What one `ctx.activity` call asks the runner for (the policy already resolved)."""
+
+    name: str
+    fn: Callable
+    args: tuple
+    kwargs: dict
+    policy: RetryPolicy
+    start_to_close: float | None
+    schedule_to_close: float | None
+    heartbeat: float | None
+    site: Any                      # the frame of the ctx call (formatted only if needed)
 
 
 class Ended(NamedTuple):
@@ -213,10 +229,8 @@ class Context:
         overrides = self._state.overrides
         if overrides is not None:   # start(policies=) replaces what the code passes
             policy = overrides.for_activity(name) or policy
-        request = {"name": name, "fn": fn, "args": args, "kwargs": kwargs,
-                   "policy": policy or DEFAULT_POLICY, "start_to_close": start_to_close,
-                   "schedule_to_close": schedule_to_close, "heartbeat": heartbeat,
-                   "site": frame}
+        request = Request(name, fn, args, kwargs, policy or DEFAULT_POLICY, start_to_close,
+                          schedule_to_close, heartbeat, frame)
         return self._port.execute_activity(self._state, self._cursor, request)
 
     # --- values that differ between executions ---------------------------------------------

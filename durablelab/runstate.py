@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from . import fastjson
 from .budget import Budget, Spend
@@ -21,6 +21,9 @@ from .records import AttemptRecord, CrashRecord, FaultRecord, RunEnd, RunRecord,
 from .retry import Overrides
 from .snapshot import (AttemptRow, CrashFault, CrashRow, EventRow, InFlight, RunSnapshot,
                        WakeupRow)
+
+if TYPE_CHECKING:
+    from .activities import Attempt
 
 
 @dataclass
@@ -66,7 +69,7 @@ class RunState:
     parked: str | None = None
     waking: tuple | None = None   # (woke_at, reason, cursor, events before) during a wake-up
     due_at: float | None = None
-    inflight: dict | None = None
+    inflight: "Attempt | None" = None   # an attempt that outlasts its wake-up
     pending: dict = field(default_factory=dict)           # uncommitted rows, by table
     pending_end: RunEnd | None = None
     damage: DurableLabError | None = None   # a DamagedRunError: the run is set aside
@@ -124,8 +127,7 @@ def snapshot_of(state: RunState, crash_rows: list[CrashRecord]) -> RunSnapshot:
                       for row in rows),
         crash_faults=tuple(CrashFault(f.position, f.attempt, f.point, f.fired_at)
                            for f in state.fault_rows if f.type == "Crash"),
-        inflight=None if o is None else InFlight(o["position"], o["name"], o["attempt"],
-                                                 o["started_at"]),
+        inflight=None if o is None else InFlight(o.position, o.name, o.attempt, o.started_at),
         wakeups=tuple(WakeupRow(*row[1:]) for row in state.wakeups),
         crashes=tuple(CrashRow(*row) for row in crash_rows),
         waiting=state.waiting_detail())

@@ -85,8 +85,7 @@ def run_metrics(state, crashes: int, duplicates: int) -> dict[str, Any]:
                 cost += usage[2]
     if state.inflight is not None:
         o = state.inflight
-        retried.setdefault(o["position"], []).append((o["started_at"], 3, o["attempt"],
-                                                      "in_flight"))
+        retried.setdefault(o.position, []).append((o.started_at, 3, o.attempt, "in_flight"))
     for rows in retried.values():
         rows.sort(key=lambda r: (r[0], r[1], r[2] if r[2] is not None else 0))
         numbers = [r[2] for r in rows if r[2] is not None]
