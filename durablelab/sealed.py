@@ -5,7 +5,8 @@ be a SQLite file that DuckDB would fetch an extension to read. So every connecti
 store is sealed (`SEALED`: DuckDB reads no other file and loads no extension, and nothing
 in the file can turn either back on), a file that is another kind of database is refused by
 its first bytes, and `catalog` says what each name in the file really is, asked of DuckDB's
-own catalog functions, so that `store.check_tables` can refuse a view where a table belongs.
+own catalog functions, so that `store.check_tables` can refuse a view where a table belongs
+and a table that is not the one durablelab creates.
 """
 
 from __future__ import annotations
@@ -52,44 +53,21 @@ def connect(path: str | None, read_only: bool = False) -> duckdb.DuckDBPyConnect
     return duckdb.connect(path, read_only=read_only, config=SEALED)
 
 
-def catalog(con) -> dict[str, tuple | str]:
-    """What each name in the database's main schema is: "view", or a base table's shape,
-    (columns as (name, type, nullable), primary key columns). Read through the catalog
-    functions of DuckDB's `system` database, named in full: a file can define a macro
-    `duckdb_tables()` of its own, which would answer for the unqualified name. Names are
-    lowercased: DuckDB finds a view `RUNS` for `FROM runs`."""
+def catalog(con) -> dict[str, str]:
+    """What each name in the database's main schema is: "view", or a base table's
+    definition as DuckDB writes it back from its own catalog (from the opening parenthesis
+    on: columns, types, NOT NULLs, defaults, key), so two tables are the same exactly when
+    these texts are. Read through the catalog functions of DuckDB's `system` database,
+    named in full: a file can define a macro `duckdb_tables()` of its own, which would
+    answer for the unqualified name. Names are lowercased: DuckDB finds a view `RUNS` for
+    `FROM runs`."""
     where = "schema_name = 'main' AND NOT internal AND NOT temporary"
-    of_table = "t.schema_name = 'main' AND NOT t.internal AND NOT t.temporary"
-    found: dict[str, tuple | str] = {name.lower(): "view" for (name,) in con.execute(
+    found = {name.lower(): "view" for (name,) in con.execute(
         f"SELECT view_name FROM system.main.duckdb_views() WHERE {where}").fetchall()}
-    columns: dict[str, list] = {name: [] for (name,) in con.execute(
-        f"SELECT table_name FROM system.main.duckdb_tables() WHERE {where}").fetchall()}
-    for table, *column in con.execute(
-            "SELECT c.table_name, c.column_name, c.data_type, c.is_nullable "
-            "FROM system.main.duckdb_columns() c JOIN system.main.duckdb_tables() t "
-            f"ON c.table_oid = t.table_oid WHERE {of_table} "
-            "ORDER BY c.table_name, c.column_index").fetchall():
-        columns[table].append(tuple(column))
-    keys: dict[str, tuple] = {}
-    for table, names in con.execute(
-            "SELECT k.table_name, k.constraint_column_names "
-            "FROM system.main.duckdb_constraints() k JOIN system.main.duckdb_tables() t "
-            f"ON k.table_oid = t.table_oid WHERE {of_table} "
-            "AND k.constraint_type = 'PRIMARY KEY'").fetchall():
-        keys[table] = tuple(names)
-    for table, cols in columns.items():
-        found[table.lower()] = (tuple(cols), keys.get(table, ()))
+    for name, sql in con.execute(
+            f"SELECT table_name, sql FROM system.main.duckdb_tables() WHERE {where}").fetchall():
+        found[name.lower()] = sql[sql.index("("):].rstrip(";")
     return found
 
 
-def differs(have: tuple, want: tuple) -> str:
-    """How a table's shape differs from durablelab's, in a few words."""
-    def said(column):
-        return f"{column[0]} {column[1]}{'' if column[2] else ' NOT NULL'}"
-    if have[0] != want[0]:
-        return (f"it has columns ({', '.join(map(said, have[0]))}) where durablelab writes "
-                f"({', '.join(map(said, want[0]))})")
-    return f"its primary key is {list(have[1])}, where durablelab's is {list(want[1])}"
-
-
-__all__ = ["SEALED", "connect", "catalog", "head", "differs"]
+__all__ = ["SEALED", "connect", "catalog", "head"]

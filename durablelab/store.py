@@ -36,7 +36,7 @@ from .errors import (StoreFormatError, StoreLockedError, bad_value, store_not_re
                      store_open_error, store_tampered, store_unreadable)
 from .records import (AttemptRecord, CrashRecord, FaultRecord, RunEnd, RunRecord,
                       SignalRecord, WakeupRecord, as_records)
-from .sealed import catalog, connect, differs, head
+from .sealed import catalog, connect, head
 
 SCHEMA_VERSION = 5
 
@@ -353,25 +353,28 @@ def _placeholders(columns) -> str:
 
 
 @functools.cache
-def _shapes() -> dict[str, tuple]:
-    """The shape (`catalog`) of each table the DDL creates, and of schema 2's `events`,
-    read from scratch databases: the DDL stays the one description of a store's tables."""
+def _shapes() -> dict[str, str]:
+    """The definition (`catalog`) of each table the DDL creates, of schema 4's `runs` (no
+    `waiting` yet) and of schema 2's `events`, read from scratch databases: the DDL stays
+    the one description of a store's tables."""
     with connect(None) as con:
         con.execute(DDL)
         shapes = {k: v for k, v in catalog(con).items() if v != "view"}
+        con.execute("ALTER TABLE runs DROP COLUMN waiting")
+        shapes["runs_v4"] = catalog(con)["runs"]
     with connect(None) as con:
         con.execute(EVENTS_V2_DDL)
         shapes["events_v2"] = catalog(con)["events"]
     return shapes
 
 
-def expected_tables(version: int) -> dict[str, tuple | str]:
+def expected_tables(version: int) -> dict[str, str]:
     """What each name durablelab reads or replaces is in a store of schema `version`: a
-    shape, or "view". Before schema 5, `runs` had no `waiting` (its last column); schema 2
+    table's definition (`catalog`), or "view". Before schema 5, `runs` had no `waiting` (its last column); schema 2
     kept `events` as a table and had no `event_log`."""
     shapes = _shapes()
-    expected: dict[str, tuple | str] = {name: shape for name, shape in shapes.items()
-                                        if name != "events_v2"}
+    expected: dict[str, str] = {name: shape for name, shape in shapes.items()
+                                if name not in ("events_v2", "runs_v4")}
     expected.update(events="view", pending_timers="view", pending_signals="view")
     if version == 2:
         del expected["event_log"]
@@ -401,10 +404,11 @@ def check_tables(path, found: dict, version: int, names=None) -> None:
             raise store_tampered(path, name, f"its {name!r} is a view, not the table "
                                              f"durablelab writes: a view runs SQL the file "
                                              f"brings with it, so durablelab does not read it")
-        older = name == "runs" and version < 5 and have == (want[0][:-1], want[1])
+        older = name == "runs" and version < 5 and have == _shapes()["runs_v4"]
         if have != want and not older:
             raise store_tampered(path, name, f"its table {name!r} is not the one durablelab "
-                                             f"creates: {differs(have, want)}")
+                                             f"creates: it is {name}{have}, where "
+                                             f"durablelab's is {name}{want}")
 
 
 class Store:

@@ -105,7 +105,7 @@ class _ReplayOnly:
         self.clock = VirtualClock()
 
     def execute_activity(self, state, cursor, request):
-        raise Suspend(None, h.ACTIVITY, name=request["name"])
+        raise Suspend(None, h.ACTIVITY, name=request.name)
 
     def record_event(self, state, cursor, kind, name, args, value_json, call_site):
         raise Suspend(None, kind, name=name)
