@@ -454,7 +454,7 @@ class AttemptRunner:
             noticed, how = later(now, o.heartbeat), f"no heartbeat within {o.heartbeat:g}s"
         elif o.start_to_close is not None:
             noticed = max(now, later(o.started_at, o.start_to_close))
-            how = f"no answer within start_to_close={o['start_to_close']:g}s"
+            how = f"no answer within start_to_close={o.start_to_close:g}s"
         else:   # nothing but the fresh worker can notice it, and it runs it again at once
             return AttemptRecord(state.run_id, o.position, o.name, o.attempt,
                                  o.started_at, now, "crashed", None,
