@@ -40,14 +40,16 @@ from .heartbeat import heartbeat, last_heartbeat
 from .registry import workflow
 from .retry import RetryPolicy, classify, next_delay
 
-#: name -> the module that defines it ("" for a sub-module of the same name).
+#: sub-modules reached as ``dl.<name>``.
+_MODULES = {"agents": ".agents", "exercises": ".exercises", "sim": ".sim",
+            "versioning": ".versioning", "viz": ".viz", "matrix": ".lab.matrix"}
+#: name -> the module that defines it.
 _LAZY = {
-    "agents": "", "exercises": "", "sim": "", "versioning": "", "viz": "", "matrix": "",
     "Run": ".run", "Diagnosis": ".diagnose", "diagnose": ".diagnose",
-    "compare": ".compare", "retry_amplification": ".amplification",
-    "counterfactual": ".counterfactual", "failures_plan": ".counterfactual",
-    "CrashReport": ".crashes", "explore_crashes": ".crashes",
-    "FaultMatrix": ".matrix", "fault_matrix": ".matrix",
+    "compare": ".compare", "retry_amplification": ".lab.amplification",
+    "counterfactual": ".lab.counterfactual", "failures_plan": ".lab.counterfactual",
+    "CrashReport": ".lab.crashes", "explore_crashes": ".lab.crashes",
+    "FaultMatrix": ".lab.matrix", "fault_matrix": ".lab.matrix",
     "export": ".export", "load": ".export",
     "ask_structured": ".structured", "structured": ".structured",
     "from_dbos": ".backends.dbos_import", "Experiment": ".experiments", "sweep": ".experiments",
@@ -57,19 +59,20 @@ _LAZY = {
 
 
 def __getattr__(name: str):
-    """Load a lab tool, importer or view the first time it is used (see `_LAZY`)."""
+    """Load a lab tool, importer or view the first time it is used (`_MODULES`, `_LAZY`)."""
     import importlib
-    where = _LAZY.get(name)
-    if where is None:
+    if name in _MODULES:
+        value = importlib.import_module(_MODULES[name], __name__)
+    elif name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+    else:
         raise AttributeError(f"module 'durablelab' has no attribute {name!r}")
-    module = importlib.import_module(where or f".{name}", __name__)
-    value = module if not where else getattr(module, name)
     globals()[name] = value
     return value
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_LAZY) | set(_MODULES))
 
 
 class _Package(types.ModuleType):

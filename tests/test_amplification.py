@@ -1,7 +1,7 @@
 """Retry amplification: client retries inside an activity multiply the load the engine's
 retries put on a service that is down, and buy nothing."""
 
-from durablelab.amplification import amplification_plot, retry_amplification
+from durablelab.lab.amplification import amplification_plot, retry_amplification
 
 
 def test_client_retries_multiply_the_calls_and_buy_nothing():

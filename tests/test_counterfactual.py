@@ -6,7 +6,7 @@ import functools
 import pytest
 
 import durablelab as dl
-from durablelab.counterfactual import failures_plan
+from durablelab.lab.counterfactual import failures_plan
 from durablelab.examples import onboarding as ob
 from durablelab.faults import Crash, Fail, Hang, Malformed, RateLimit, ServerError
 from durablelab.sim import Payments

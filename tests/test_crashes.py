@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import durablelab as dl
-from durablelab.crashes import CrashPoint, crash_points
+from durablelab.lab.crashes import CrashPoint, crash_points
 from durablelab.examples import onboarding as ob
 from durablelab.sim import Payments
 

@@ -3,7 +3,7 @@ deployed, and what broke and why; replay_check's prediction next to what happene
 
 import pytest
 
-from durablelab.deploy import POINTS, simulate_deploy
+from durablelab.lab.deploy import POINTS, simulate_deploy
 from durablelab.examples import onboarding as ob
 
 

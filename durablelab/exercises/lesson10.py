@@ -14,7 +14,7 @@ POINTS = ("approval wait", "retry backoff", "attempt in flight")
           "the parking point(s) where the patched version 2 still breaks when the old worker "
           "stops without drain=True: a name from the 'parked' column, or a list of them")
 def hurried_stop(answer):
-    from ..deploy import simulate_deploy
+    from ..lab.deploy import simulate_deploy
     from ..examples import onboarding as ob
     given = [answer] if isinstance(answer, str) else answer
     if not isinstance(given, (list, tuple, set)) or not all(p in POINTS for p in given):

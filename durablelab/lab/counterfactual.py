@@ -27,8 +27,8 @@ import math
 import re
 from typing import Any, Callable
 
-from .faults import CRASH_POINTS, Crash, Fail, FaultPlan, Hang, Latency
-from .errors import BadType, BadValue
+from ..faults import CRASH_POINTS, Crash, Fail, FaultPlan, Hang, Latency
+from ..errors import BadType, BadValue
 
 #: attempt outcomes that are not failures of the world: nothing to meet again.
 NOT_FAILURES = ("ok", "in_flight", "circuit_open")
@@ -136,8 +136,8 @@ def counterfactual(run, workflow: Callable, policies=None, world=None):
     The returned run's ``notes`` name the attempts that went past the record: those ran
     the activity for real, in `world`.
     """
-    from .engine import Engine
-    from .registry import workflow_name
+    from ..engine import Engine
+    from ..registry import workflow_name
     name = workflow_name(workflow)
     if getattr(run, "source", "durablelab") == "durablelab" and run.workflow != name:
         raise BadValue(f"counterfactual(run {run.run_id!r}, workflow={name}): the run "

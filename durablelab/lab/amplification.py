@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .retry import RetryPolicy
-from .sim.services import Service, ServiceUnavailable
+from ..retry import RetryPolicy
+from ..sim.services import Service, ServiceUnavailable
 
 
 class Outage(Service):
@@ -70,7 +70,7 @@ def retry_amplification(client_retries=(0, 1, 2, 3), engine_attempts=(1, 3, 6),
     The engine's policy backs off ``initial * 2 ** (n - 1)`` seconds without jitter, so the
     numbers are exact: with a 10 s outage the engine's fifth attempt (at t=15 s) succeeds.
     """
-    from .engine import Engine
+    from ..engine import Engine
     rows = []
     with Engine() as engine:       # one engine: each run ends before the next starts
         for retries in client_retries:
@@ -99,7 +99,7 @@ def amplification_plot(frame: pd.DataFrame, *, width: float | None = None):
     retries (bars), from `retry_amplification`; a hatched bar is a run that failed."""
     from matplotlib.patches import Patch
     from matplotlib.ticker import MaxNLocator
-    from .viz.plots import Figure
+    from ..viz.plots import Figure
     fig = Figure(figsize=(width or 7.5, 3.6))
     ax = fig.add_subplot()
     groups = list(dict.fromkeys(frame.engine_attempts))

@@ -36,9 +36,9 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from .faults import CRASH_POINTS, Crash, FaultPlan
-from .run import Run
-from .errors import BadType, BadValue
+from ..faults import CRASH_POINTS, Crash, FaultPlan
+from ..run import Run
+from ..errors import BadType, BadValue
 
 COLUMNS = ["position", "activity", "point", "position2", "activity2", "point2", "fired",
            "holds", "status", "detail", "run_id", "run"]
@@ -129,7 +129,7 @@ class CrashReport:
     def plot(self, **options):
         """A map of the single crash points: positions down, points across, each cell
         held, broken, or did not fire. See `durablelab.viz.crash_map`."""
-        from .viz.crashes import crash_map
+        from ..viz.crashes import crash_map
         return crash_map(self, **options)
 
     def __str__(self) -> str:
@@ -215,7 +215,7 @@ class _Runner:
     def run(self, run_id: str, rules: list, keep: bool = False):
         """(run, holds, why not, crashes that fired) for one row; the `Run` itself when
         `keep` or when the invariant broke, else a view that keeps only status and result."""
-        from .engine import FINAL, Engine
+        from ..engine import FINAL, Engine
         if self.engine is None:
             self.engine = Engine(durability=self.durability)
         engine = self.engine
@@ -281,7 +281,7 @@ def explore_crashes(workflow: Callable, input: Any, invariant: Callable, world=N
         signals = list(signals.items())
     signals = list(signals or ())
 
-    from .registry import workflow_name
+    from ..registry import workflow_name
     name = workflow_name(workflow)
     rows = []
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Callable
 
 import pandas as pd
-from .errors import BadValue
+from ..errors import BadValue
 
 POINTS = ("approval wait", "retry backoff", "attempt in flight")
 COLUMNS = ["run_id", "parked", "predicted", "status", "cause", "position", "vendors"]
@@ -104,9 +104,9 @@ def simulate_deploy(new: Callable, runs_per_point: int = 4, drain: bool = False,
     a temporary store, so the same arguments give the same report.
     """
     import durablelab as dl
-    from .examples import onboarding as ob
-    from .registry import workflow_name
-    from .versioning import deployed
+    from ..examples import onboarding as ob
+    from ..registry import workflow_name
+    from ..versioning import deployed
     if workflow_name(new) != workflow_name(ob.onboard_vendor):
         raise BadValue(f"simulate_deploy({workflow_name(new)}): the new version must carry "
                          f"the old one's name, {workflow_name(ob.onboard_vendor)} (mark it "

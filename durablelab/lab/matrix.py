@@ -22,10 +22,10 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from .faults import (ConnectionReset, Fail, FaultPlan, Hang, Malformed, RateLimit,
+from ..faults import (ConnectionReset, Fail, FaultPlan, Hang, Malformed, RateLimit,
                      ServerError, Timeout)
-from .retry import RetryPolicy
-from .errors import BadType, BadValue
+from ..retry import RetryPolicy
+from ..errors import BadType, BadValue
 
 #: the failure kinds of the matrix's rows: a name, and the rule that injects it (made for
 #: the activity "model", firing `times` times).
@@ -94,7 +94,7 @@ class FaultMatrix:
     def plot(self, **options):
         """A heat map of the cells: colour by final status, text the attempts and cost.
         See `durablelab.viz.matrix.matrix_plot`."""
-        from .viz.matrix import matrix_plot
+        from ..viz.matrix import matrix_plot
         return matrix_plot(self, **options)
 
 
@@ -115,7 +115,7 @@ def fault_matrix(policies: dict, failures=None, times: int | None = 2,
 
     Each run is deterministic (seed 0, virtual time), so the matrix is the same every time.
     """
-    from .engine import Engine
+    from ..engine import Engine
     if not isinstance(policies, Mapping) or not policies:
         raise BadType("fault_matrix(policies=...): give {name: RetryPolicy}, e.g. "
                         "{'mine': dl.RetryPolicy(max_attempts=5)}")
