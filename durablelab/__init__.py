@@ -52,9 +52,9 @@ _LAZY = {
     "FaultMatrix": ".lab.matrix", "fault_matrix": ".lab.matrix",
     "export": ".export", "load": ".export",
     "ask_structured": ".structured", "structured": ".structured",
-    "from_dbos": ".backends.dbos_import", "Experiment": ".experiments", "sweep": ".experiments",
+    "from_dbos": ".importers.dbos", "Experiment": ".experiments", "sweep": ".experiments",
     "presets": ".presets", "ReplayReport": ".versioning", "replay_check": ".versioning",
-    "decode_payloads": ".temporal", "load_temporal": ".temporal",
+    "decode_payloads": ".importers.temporal", "load_temporal": ".importers.temporal",
 }
 
 

@@ -25,7 +25,7 @@ pytest.importorskip("dbos", reason="the DBOS extra is not installed: pip install
 import durablelab as dl  # noqa: E402
 from durablelab.backends.dbos import (DBOSRunner, RunnerOpenError,  # noqa: E402
                                       UnknownWorkflowError)
-from durablelab.backends.dbos_import import DBOSReadError  # noqa: E402
+from durablelab.importers.dbos import DBOSReadError  # noqa: E402
 
 from dbos import DBOS  # noqa: E402
 

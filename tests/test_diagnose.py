@@ -11,7 +11,7 @@ import pytest
 import durablelab as dl
 from durablelab.diagnose import STATES, Diagnosis, diagnose
 from durablelab.run import ATTEMPT_COLUMNS, CRASH_COLUMNS, HISTORY_COLUMNS, WAKEUP_COLUMNS
-from durablelab.temporal import load_temporal
+from durablelab.importers.temporal import load_temporal
 
 DAY = 86400.0
 FLAKY = dl.RetryPolicy(max_attempts=4, jitter="none")   # waits 1, 2, 4 s between attempts

@@ -294,7 +294,7 @@ def test_history_that_links_events_to_wakeups_is_followed(run):
 
 
 def test_every_shared_temporal_history_can_be_walked():
-    temporal = pytest.importorskip("durablelab.temporal")
+    temporal = pytest.importorskip("durablelab.importers.temporal")
     files = sorted(SHARED_HISTORIES.glob("*/*.json"))
     if not files:
         pytest.skip(f"no Temporal histories in {SHARED_HISTORIES}")
@@ -319,7 +319,7 @@ def test_every_shared_temporal_history_can_be_walked():
 
 
 def test_imported_payloads_are_decoded_for_display(run):
-    pytest.importorskip("durablelab.temporal_json")
+    pytest.importorskip("durablelab.importers.temporal_json")
     payload = {"metadata": {"encoding": base64.b64encode(b"json/plain").decode()},
                "data": base64.b64encode(b'{"approved": true}').decode()}
     history = run.history.copy()

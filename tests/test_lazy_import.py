@@ -15,7 +15,7 @@ def test_import_loads_the_core_only():
     loaded = _fresh("import sys, durablelab; print(' '.join(sorted(sys.modules)))").split()
     ours = [m for m in loaded if m.startswith("durablelab")]
     for lab in ("durablelab.agents", "durablelab.exercises", "durablelab.experiments",
-                "durablelab.backends", "durablelab.viz", "durablelab.temporal",
+                "durablelab.backends", "durablelab.viz", "durablelab.importers", "durablelab.lab",
                 "durablelab.examples", "durablelab.versioning"):
         assert not any(m == lab or m.startswith(lab + ".") for m in ours), lab
     assert "pandas" not in loaded and "matplotlib" not in loaded

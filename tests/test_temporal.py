@@ -14,7 +14,7 @@ import pytest
 
 from durablelab import ActivityFailed, DurableLabError, RunTimedOut, WorkflowError
 from durablelab.errors import error_from_json
-from durablelab.temporal import (LAST_ATTEMPT_NOTE, TemporalHistoryError, TemporalRunEnded,
+from durablelab.importers.temporal import (LAST_ATTEMPT_NOTE, TemporalHistoryError, TemporalRunEnded,
                                  decode_payloads, load_temporal)
 
 HISTORIES = Path(__file__).resolve().parents[2] / "shared" / "external" / "temporal-histories"

@@ -16,7 +16,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 
 import durablelab as dl
-from durablelab.temporal import (LAST_ATTEMPT_NOTE, TemporalHistoryError, TemporalRunEnded,
+from durablelab.importers.temporal import (LAST_ATTEMPT_NOTE, TemporalHistoryError, TemporalRunEnded,
                                  load_temporal)
 
 T0 = 1_700_000_000          # 2023-11-14T22:13:20Z

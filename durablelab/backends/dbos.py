@@ -411,7 +411,7 @@ class DBOSRunner:
 
     def run(self, run_id: str):
         """The run as a `durablelab.Run`, read from DBOS's tables (`from_dbos`)."""
-        from .dbos_import import from_dbos
+        from ..importers.dbos import from_dbos
         return from_dbos(self.url, run_id)
 
     @_outside_event_loop

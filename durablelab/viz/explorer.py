@@ -63,7 +63,7 @@ def _decode(value: Any) -> Any:
     """Temporal payloads decoded for display (base64 and JSON only: nothing runs), by the
     importer's own rules."""
     try:
-        from ..temporal_json import decode_payloads
+        from ..importers.temporal_json import decode_payloads
     except ImportError:   # without the importer there are no imported payloads to decode
         return value
     return decode_payloads(value)

@@ -1,4 +1,4 @@
-"""How Temporal writes values in JSON, for the importer in `durablelab.temporal`.
+"""How Temporal writes values in JSON, for the importer in `durablelab.importers.temporal`.
 
 Temporal's JSON is protobuf's JSON mapping, so a few things need decoding before a person
 can read them:
@@ -36,7 +36,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .errors import BadType, TemporalHistoryError
+from ..errors import BadType, TemporalHistoryError
 
 _INSTANT = re.compile(r"(\d{4})-(\d\d)-(\d\d)[Tt ](\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?"
                       r"(?:([Zz])|([+-])(\d\d):?(\d\d))$")

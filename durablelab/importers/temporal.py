@@ -78,8 +78,8 @@ from typing import Any
 
 import pandas as pd
 
-from .errors import ActivityFailed, DurableLabError, RunTimedOut, TemporalRunEnded, WorkflowError
-from .run import ATTEMPT_COLUMNS, CRASH_COLUMNS, HISTORY_COLUMNS, WAKEUP_COLUMNS, Run
+from ..errors import ActivityFailed, DurableLabError, RunTimedOut, TemporalRunEnded, WorkflowError
+from ..run import ATTEMPT_COLUMNS, CRASH_COLUMNS, HISTORY_COLUMNS, WAKEUP_COLUMNS, Run
 from .temporal_json import (TemporalHistoryError, decode_payloads, duration, enum,
                             failure_class, instant_ns, message_of, read_histories,
                             history_error, root_failure, user_frame)
