@@ -122,7 +122,7 @@ class Port(Protocol):
     #: the simulated world the run belongs to (`ctx.world`), or None.
     world: Any
 
-    def execute_activity(self, state, cursor: h.Cursor, request: dict) -> Any:
+    def execute_activity(self, state, cursor: h.Cursor, request: Request) -> Any:
         """Run (or leave in flight) a new activity the code asked for; its result."""
 
     def record_event(self, state, cursor: h.Cursor, kind: str, name: str, args,
