@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import heapq
 import json
-import math
 import os
 import uuid as _uuid
 import warnings
@@ -33,17 +32,16 @@ from .clock import VirtualClock, later
 from .context import Context, StopRun, Suspend, execute
 from .errors import (ActivityFailed, DuplicateRunError, NonDeterminismError, RunFinishedError,
                      RunNotFoundError, RunTimedOut, SerializationError, bad_type, bad_value,
-                     check_later, check_seconds, check_seed, check_text, damaged_run,
-                     engine_closed, error_from_json, history_gap, not_a_clock, not_a_path,
-                     read_only_beside_writer, read_only_engine, read_only_needs_path,
-                     unknown_workflows, workflow_error, workflow_redefined)
+                     check_later, check_seconds, check_seed, check_text, damaged_run, engine_closed,
+                     not_a_clock, not_a_path, read_only_beside_writer, read_only_engine,
+                     read_only_needs_path, unknown_workflows, workflow_error, workflow_redefined)
 from .faults import FaultPlan
 from .retry import Overrides
 from .guard import Guard
 from .journal import JOURNALS
-from .records import CrashRecord, RunEnd, RunRecord, SignalRecord, WakeupRecord, waiting_columns
+from .records import CrashRecord, RunEnd, SignalRecord, WakeupRecord, waiting_columns
 from .registry import LIVE, REGISTRY, current_definition, redefined, register, workflow_name
-from .runstate import RunState, Signal, options_json, snapshot_of
+from .runstate import RunState, Signal, fill, options_json, snapshot_of, state_from_row
 from .snapshot import RunSnapshot
 from .store import EVENT_COLS, UNFINISHED, Store, event_row
 
@@ -608,16 +606,17 @@ class Engine:
         runs = self.store.run_rows()
         for row in runs:
             if row.status not in UNFINISHED:
-                state = self._state_from_row(row)
+                state = state_from_row(row, self.path, self._resolve, self._plan_from_json)
                 state.history = None
                 self._runs[state.run_id] = state
         loaded = self.store.load_unfinished()
         running = [row for row in runs if row.status in UNFINISHED]
         for row in running:
-            state = self._runs[row.run_id] = self._state_from_row(row)
+            state = state_from_row(row, self.path, self._resolve, self._plan_from_json)
+            self._runs[row.run_id] = state
             if state.status == "diverged":
                 state.stored_error = row.error
-        self._fill(loaded)
+        fill(self._runs, loaded, self.path)
         for row in running:
             state = self._runs[row.run_id]
             if state.budget is not None and state.damage is None:
@@ -665,74 +664,7 @@ class Engine:
 
     def _load_ended(self, state: RunState) -> None:
         state.history = []
-        self._fill(self.store.load("run_id = ?", [state.run_id]))
-
-    def _fill(self, loaded: dict) -> None:
-        """Hand the loaded rows to their runs. A run with a damaged row (`Store.load` lists
-        them) is set aside, its first damage named: never replayed, never scheduled."""
-        for run_id, position, what, table in loaded["damaged"]:
-            state = self._runs[run_id]
-            if state.damage is None:
-                state.damage = damaged_run(self.path, run_id, position, what, table=table)
-        for row in loaded["events"]:   # (run_id, position, ...): the `events` view's columns
-            run_id, position = row[0], row[1]
-            state = self._runs[run_id]
-            if state.damage is not None:
-                continue
-            history = state.history
-            if position != len(history) + 1:
-                state.damage = history_gap(self.path, run_id, position, len(history) + 1)
-                continue
-            history.append(h.Event(*row[1:]))
-        for row in loaded["attempts"]:
-            self._runs[row.run_id].attempts.setdefault(row.position, []).append(row)
-        for row in loaded["signals"]:
-            self._runs[row.run_id].signals.append(Signal(*row[1:]))
-        for row in loaded["faults"]:
-            self._runs[row.run_id].fault_rows.append(row)
-        for row in loaded["wakeups"]:
-            self._runs[row.run_id].wakeups.append(row)
-
-    def _state_from_row(self, row: RunRecord) -> RunState:
-        """A run's state from its `runs` row; a row whose times are not finite or whose JSON
-        columns do not read back gives a state set aside (`damage`), so one damaged run
-        never keeps the rest out (one infinite time would move every run's clock)."""
-        (run_id, workflow, input_json, seed, faults_json, options_json, parent, status,
-         result_json, error_json, started_at, ended_at, parked) = row
-
-        def set_aside(what: str, why: str) -> RunState:
-            state = RunState(run_id, workflow, input_json, seed, None, None, parent, status,
-                             None, None, started_at, ended_at)
-            state.damage = damaged_run(self.path, run_id, None,
-                                       f"{what} does not read back ({why})")
-            return state
-
-        if not all(map(math.isfinite, (started_at,) if ended_at is None else
-                       (started_at, ended_at))):
-            return set_aside("its start or end time (runs.started_at, runs.ended_at)",
-                             f"started_at {started_at!r}, ended_at {ended_at!r}: a time must "
-                             f"be a finite number")
-        what = "its recorded error (runs.error)"
-        try:
-            error = error_from_json(json.loads(error_json)) if error_json else None
-            what = "its fault plan (runs.faults)"
-            faults = self._plan_from_json(faults_json) if faults_json else None
-            what = "its options: time-out, budget, policies (runs.options)"
-            state = RunState(run_id, workflow, input_json, seed, faults_json, options_json,
-                             parent, status, result_json, error, started_at, ended_at,
-                             fn=self._resolve(workflow, run_id), faults=faults,
-                             parked=parked if status == "waiting" else None)
-            what = "its input (runs.input)"
-            if status in ("running", "waiting"):
-                json.loads(input_json)
-            what = "what it waits on (runs.waiting)"
-            # engine.runs() shows it for every run: one that does not read must not break all
-            until = waiting_columns(state.waiting_detail())[1]
-        except Exception as exc:   # whatever a hand-edited row throws, it stays this run's
-            return set_aside(what, f"{type(exc).__name__}: {exc}")
-        if until is not None and not (type(until) in (int, float) and math.isfinite(until)):
-            return set_aside(what, f"until {until!r} is not a finite time")
-        return state
+        fill(self._runs, self.store.load("run_id = ?", [state.run_id]), self.path)
 
     def _plan_from_json(self, text: str) -> FaultPlan:
         """The plan stored with a run; runs that share a plan share one object (and its
