@@ -91,8 +91,8 @@ def execute(code: Callable[[], Any], ctx: "Context", cursor: h.Cursor) -> Ended:
                 return Ended("completed", result)
             raise ended_early
         raise ctx.diverged
-    except Suspend as suspend:
-        return Ended("suspended", suspend)
+    except Suspend as suspend:   # without its traceback, which would keep every frame
+        return Ended("suspended", suspend.with_traceback(None))   # of the wake-up alive
     except ContinueAsNew as cont:
         return Ended("continued", cont.input_json)
     except StopRun as stop:

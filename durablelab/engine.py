@@ -43,6 +43,7 @@ from .records import CrashRecord, RunEnd, SignalRecord, WakeupRecord, waiting_co
 from .registry import LIVE, REGISTRY, current_definition, redefined, register, workflow_name
 from .runstate import RunState, Signal, fill, options_json, snapshot_of, state_from_row
 from .snapshot import RunSnapshot
+from .queued import MemoryStore
 from .store import EVENT_COLS, UNFINISHED, Store, event_row
 
 DURABILITY = tuple(JOURNALS)   # ("sync", "batch", "exit"): see durablelab/journal.py
@@ -205,7 +206,8 @@ class Engine:
                 raise read_only_beside_writer(self.path)
             older.close()
             older._superseded = True
-        self.store = Store(self.path, read_only=self.read_only)
+        self.store = MemoryStore() if self.path is None else Store(self.path,
+                                                                    read_only=self.read_only)
         #: when a run's recorded rows reach the store: all that the durability mode decides.
         self._journal = JOURNALS[durability](self.store)
         if holder_key is not None and not self.read_only:
@@ -855,9 +857,9 @@ class Engine:
                 since = failed[-1].ended_at
         elif 0 < suspend.position <= len(state.history):
             since = state.history[suspend.position - 1].recorded_at
-        return json.dumps({"on": suspend.reason, "name": suspend.name,
-                           "position": suspend.position, "since": since,
-                           "until": suspend.due_at})
+        until = suspend.due_at if suspend.due_at != float("inf") else None   # never due
+        return h.compact({"on": suspend.reason, "name": suspend.name,
+                          "position": suspend.position, "since": since, "until": until})
 
     def _park(self, state: RunState, parked: str | None) -> None:
         """Tell the store the run now waits (`parked`: on what, as JSON) or runs again

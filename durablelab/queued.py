@@ -1,7 +1,10 @@
-"""Reading an in-memory store's queue as DuckDB would, without DuckDB.
+"""The in-memory store: commits wait in a queue, and are read from it as DuckDB would.
 
-An in-memory store (`durablelab.store`) queues its commits and writes them to DuckDB in bulk
-before anything reads the database. The read that matters most is a simulated crash's
+An in-memory store is no more durable than the process that holds it, so a commit only has
+to outlive a simulated crash: `MemoryStore` queues its commits where `engine.crash()` does
+not reach, and writes them to DuckDB (`store.Store`, whose connection it is) in bulk before
+anything reads the database. A sweep of thousands of runs in memory then pays for a bulk
+write, not a statement per step. The read that matters most is a simulated crash's
 recovery: a fresh worker reloads every run's row and the rows of each unfinished run. When
 nothing has reached DuckDB yet (a sweep's isolated run, one row of the crash explorer: each
 starts from an emptied store), the queue holds every row there is, so the recovery can read
@@ -14,6 +17,16 @@ whose runs crash one after another) is cheaper to write once and query.
 """
 
 from __future__ import annotations
+
+import duckdb
+
+from .records import CrashRecord, RunEnd, RunRecord, as_records
+from .errors import bad_value
+from .store import RECORDS, UNFINISHED, Store, decoded, encoded, screened
+
+#: An in-memory store writes its queue to DuckDB at the latest when it holds this many
+#: writes, so a long session that never reads does not keep every row twice in Python.
+QUEUE_LIMIT = 100_000
 
 #: The longest queue (in commits) read here; a longer one goes to DuckDB first.
 QUEUE_SCAN_LIMIT = 5000
@@ -88,4 +101,150 @@ def rows_of(queue: list, run_ids: set) -> dict[str, list[tuple]]:
     return out
 
 
-__all__ = ["QUEUE_SCAN_LIMIT", "runs", "crashes", "rows_of"]
+class MemoryStore(Store):
+    """A store in memory: its commits wait in a queue, written to DuckDB in one bulk
+    transaction before the next read (`flush`), or read straight from the queue when it
+    holds every row (a crash's recovery in a sweep's isolated run)."""
+
+    def __init__(self):
+        super().__init__(None)
+        #: the writes committed and not yet in DuckDB, each (rows by table, run ends).
+        self._queue: list[tuple[dict, list]] = []
+        self._written = False      # whether the queue ever reached DuckDB
+        self._discarding = False   # queued writes are dropped (`discard_queue`)
+
+    # --- writing: into the queue -----------------------------------------------------------
+    def insert(self, table: str, row: tuple) -> None:
+        """One row, committed: queued."""
+        self.write({table: [row]})
+
+    def write(self, rows: dict[str, list[tuple]], ends: list[tuple] = ()) -> None:
+        """Rows and run ends, committed together: queued as one write."""
+        if self._discarding:
+            return
+        self._queue.append((rows, list(ends)))
+        if len(self._queue) >= QUEUE_LIMIT:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the queued writes of an in-memory store to DuckDB in one transaction (a run
+        that starts and ends inside the queue is inserted already ended). If DuckDB refuses
+        a row, each write is tried alone, as a file store would have, and the first refusal
+        is raised: one bad write never takes the others with it."""
+        if not self._queue:
+            return
+        writes, self._queue = self._queue, []
+        self._written = True
+        try:
+            self._write_all(writes)
+        except duckdb.Error:
+            refused = None
+            for write in writes:
+                try:
+                    self._write_all([write])
+                except duckdb.Error as exc:
+                    refused = refused or exc
+            if refused is not None:
+                raise refused from None
+
+
+    def forget(self) -> None:
+        """Drop every row of an in-memory store, queued or written: a scratch store made
+        empty again between runs that must not see each other (a sweep's isolated runs,
+        the crash explorer's rows), for far less than opening a new one. The queue is
+        dropped unwritten; the tables are emptied only if the queue ever reached them (a
+        read, such as a crash's recovery, writes it first)."""
+        self._queue.clear()
+        self._discarding = False
+        if self._written:
+            self.con.execute("; ".join(f"DELETE FROM {table}" for table in self._columns))
+            self._written = False
+
+
+    def discard_queue(self) -> None:
+        """From now on, drop the writes an in-memory store would queue, unwritten: for an
+        engine whose rows nobody reads, such as a contended sweep cell that cannot crash
+        (its metrics come from the engine's memory, and its rows would only be written to
+        DuckDB every QUEUE_LIMIT writes, then thrown away). What is written at once
+        (heartbeats, the usage of broken answers) still is. `forget` ends it."""
+        self._queue.clear()
+        self._discarding = True
+
+
+    def _write_all(self, writes: list[tuple[dict, list]]) -> None:
+        tables: dict[str, list[tuple]] = {}
+        ends: list[tuple] = []
+        for rows, write_ends in writes:
+            for table, table_rows in rows.items():
+                tables.setdefault(table, []).extend(table_rows)
+            ends.extend(write_ends)
+        # Callers may hand plain tuples in the tables' column order: read them by name.
+        started_runs = as_records(RunRecord, tables.get("runs", []))
+        if started_runs:
+            tables["runs"] = started_runs
+        started = {row.run_id: i for i, row in enumerate(started_runs)}
+        late = []
+        # A run's status can change more than once in the queue (diverged, then running
+        # again, then ended): the last change is the one that holds.
+        ends = list({end.run_id: end for end in as_records(RunEnd, ends)}.values())
+        for end in ends:
+            i = started.get(end.run_id)
+            if i is None:
+                late.append(end)
+            else:
+                started_runs[i] = started_runs[i]._replace(
+                    status=end.status, result=end.result, error=end.error,
+                    ended_at=end.ended_at, waiting=end.waiting)
+        self.con.execute("BEGIN")
+        try:
+            for table, rows in tables.items():
+                if rows:
+                    self._bulk(table, rows)
+            if len(late) == 1:
+                self.end(late[0])
+            elif late:
+                self._bulk_ends(late)
+            self.con.execute("COMMIT")
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+
+
+    def _queue_holds_all(self) -> bool:
+        """Whether the queue holds every row (nothing reached DuckDB since it was emptied)
+        and is short enough to read directly (see above)."""
+        return (not self._written and not self._discarding
+                and len(self._queue) <= QUEUE_SCAN_LIMIT)
+
+    # --- reading: from the queue while it holds every row -------------------------------
+    def fetch(self, sql: str, params=()) -> list:
+        """A store that drops its rows (`discard_queue`) has none to read: it says so,
+        rather than answer as if there were no runs."""
+        if self._discarding:
+            raise bad_value("Store.fetch()", None, "this in-memory store drops the rows it is "
+                            "given (Store.discard_queue()), so it has none to read; call "
+                            "forget() first, or keep the rows of a store something reads")
+        return super().fetch(sql, params)
+
+    def run_rows(self) -> list[RunRecord]:
+        if self._queue_holds_all():
+            return as_records(RunRecord, runs(self._queue))
+        return super().run_rows()
+
+    def crash_rows(self) -> list[CrashRecord]:
+        if self._queue_holds_all():
+            return as_records(CrashRecord, crashes(self._queue))
+        return super().crash_rows()
+
+    def load_unfinished(self) -> dict[str, list]:
+        if not self._queue_holds_all():
+            return super().load_unfinished()
+        ids = {row.run_id for row in as_records(RunRecord, runs(self._queue))
+               if row.status in UNFINISHED}
+        found = rows_of(self._queue, ids)
+        out = {table: as_records(record, found[table]) for table, record in RECORDS.items()}
+        out["events"], out["damaged"] = decoded(map(encoded, found["event_log"]))
+        return screened(out)
+
+
+__all__ = ["MemoryStore", "QUEUE_LIMIT", "QUEUE_SCAN_LIMIT", "runs", "crashes", "rows_of"]

@@ -7,10 +7,8 @@ and writes as few statements as its durability mode allows. In ``sync`` mode a d
 is one INSERT: an activity's event row carries its final attempt. Bigger writes go in bulk
 through Arrow, where a row costs far less than a statement.
 
-An in-memory store is no more durable than the process that holds it, so there a commit
-only has to outlive a simulated crash: rows wait in a queue that `engine.crash()` does not
-touch, and reach DuckDB in bulk before anything reads the database. A sweep of thousands of
-runs in memory then pays microseconds per row instead of a statement per step.
+An in-memory store (`queued.MemoryStore`) is this store with a queue in front: its commits
+wait where a simulated crash does not reach them and go to DuckDB in bulk.
 
 Payloads (inputs, results, signal values, errors) are JSON text, never pickle: opening a
 stranger's file must never run code. Nor SQL of its own: every connection is sealed
@@ -31,7 +29,6 @@ import duckdb
 import pyarrow as pa
 
 from . import history as h
-from . import queued
 from .errors import (StoreFormatError, StoreLockedError, bad_value, store_not_readable_as_is,
                      store_open_error, store_tampered, store_unreadable)
 from .records import (AttemptRecord, CrashRecord, FaultRecord, RunEnd, RunRecord,
@@ -49,10 +46,6 @@ UNFINISHED = ("running", "waiting", "diverged")
 #: most 49. A CHECKPOINT costs a few commits, shared by fifty steps (bench/peers.py
 #: measures both sides: the sync step and the recovery).
 CHECKPOINT_EVERY = 50
-
-#: An in-memory store writes its queue to DuckDB at the latest when it holds this many
-#: writes, so a long session that never reads does not keep every row twice in Python.
-QUEUE_LIMIT = 100_000
 
 # Times are float seconds on the engine's clock. JSON columns hold compact JSON text.
 DDL = """
@@ -211,7 +204,7 @@ FAULT_COLS = FaultRecord._fields
 CRASH_COLS = CrashRecord._fields
 WAKEUP_COLS = WakeupRecord._fields
 #: The row type `load` gives each table's rows.
-_RECORDS = {"attempts": AttemptRecord, "signals": SignalRecord, "faults": FaultRecord,
+RECORDS = {"attempts": AttemptRecord, "signals": SignalRecord, "faults": FaultRecord,
             "wakeups": WakeupRecord}
 
 
@@ -256,10 +249,10 @@ def _event_fields(body: str) -> list | None:
     return fields
 
 
-def _decoded(rows) -> tuple[list, list]:
+def decoded(rows) -> tuple[list, list]:
     """(events, damaged) of event_log rows: events in the `events` view's shape, with the
     body decoded here (json.loads is cheaper than twelve JSON extractions a row in the
-    view); a body that does not decode is listed under damaged instead (see `_screened`):
+    view); a body that does not decode is listed under damaged instead (see `screened`):
     its run is set aside."""
     events, damaged = [], []
     for run_id, position, body in rows:
@@ -288,7 +281,7 @@ def _deadline(value_json) -> bool:
         value["deadline"] is None or _is_time(value["deadline"]))
 
 
-def _screened(out: dict) -> dict:
+def screened(out: dict) -> dict:
     """`out` (a `load`) with `damaged` listing every row a run cannot be replayed from, as
     (run id, history position or None, what is wrong, the table to look in): a time that is
     not finite (one would move every run's clock at open), a wait without a finite deadline,
@@ -412,8 +405,8 @@ def check_tables(path, found: dict, version: int, names=None) -> None:
 
 
 class Store:
-    """One DuckDB connection holding one lab's runs. Path None means in memory, where
-    committed rows are queued and written in bulk before the next read (see above)."""
+    """One DuckDB connection holding one lab's runs: a file, or (path None) an in-memory
+    database, which `queued.MemoryStore` puts its queue in front of."""
 
     def __init__(self, path: str | Path | None = None, read_only: bool = False):
         self.path = None if path is None else str(path)
@@ -443,10 +436,6 @@ class Store:
         self._columns = {"event_log": EVENT_LOG_COLS, "attempts": ATTEMPT_COLS, "runs": RUN_COLS,
                          "signals": SIGNAL_COLS, "faults": FAULT_COLS,
                          "crashes": CRASH_COLS, "wakeups": WAKEUP_COLS}
-        # In memory: the writes committed and not yet in DuckDB, each (rows by table, ends).
-        self._queue: list[tuple[dict, list]] | None = [] if self.path is None else None
-        self._written = False   # in memory: whether the queue ever reached DuckDB
-        self._discarding = False   # in memory: queued writes are dropped (`discard_queue`)
         #: commits since the last checkpoint: what a crash now would leave in the WAL.
         self.uncheckpointed = 0
         self._ensure_schema()
@@ -524,13 +513,6 @@ class Store:
     # --- writing -----------------------------------------------------------------------
     def insert(self, table: str, row: tuple) -> None:
         """One row, committed at once (DuckDB autocommits a lone statement)."""
-        if self._queue is not None:
-            if self._discarding:
-                return
-            self._queue.append(({table: [row]}, ()))
-            if len(self._queue) >= QUEUE_LIMIT:
-                self.flush()
-            return
         if table == "event_log":
             row = encoded(row)
         self.con.execute(self._insert_sql[table], row)
@@ -539,13 +521,6 @@ class Store:
     def write(self, rows: dict[str, list[tuple]], ends: list[tuple] = ()) -> None:
         """Write rows to several tables and end runs, atomically, in as few statements as
         the rows allow. `ends` holds `RunEnd`s (or tuples in its fields' order)."""
-        if self._queue is not None:
-            if self._discarding:
-                return None
-            self._queue.append((rows, list(ends)))
-            if len(self._queue) >= QUEUE_LIMIT:
-                self.flush()
-            return None
         work = [(t, r) for t, r in rows.items() if r]
         if len(work) == 1 and len(work[0][1]) == 1 and not ends:
             return self.insert(work[0][0], work[0][1][0])  # the sync fast path: one statement
@@ -581,93 +556,6 @@ class Store:
         except duckdb.TransactionException:
             return
         self.uncheckpointed = 0
-
-    def flush(self) -> None:
-        """Write the queued writes of an in-memory store to DuckDB in one transaction (a run
-        that starts and ends inside the queue is inserted already ended). If DuckDB refuses
-        a row, each write is tried alone, as a file store would have, and the first refusal
-        is raised: one bad write never takes the others with it."""
-        if not self._queue:
-            return
-        writes, self._queue = self._queue, []
-        self._written = True
-        try:
-            self._write_all(writes)
-        except duckdb.Error:
-            refused = None
-            for write in writes:
-                try:
-                    self._write_all([write])
-                except duckdb.Error as exc:
-                    refused = refused or exc
-            if refused is not None:
-                raise refused from None
-
-    def forget(self) -> None:
-        """Drop every row of an in-memory store, queued or written: a scratch store made
-        empty again between runs that must not see each other (a sweep's isolated runs,
-        the crash explorer's rows), for far less than opening a new one. The queue is
-        dropped unwritten; the tables are emptied only if the queue ever reached them (a
-        read, such as a crash's recovery, writes it first)."""
-        if self._queue is None:
-            raise bad_value("Store.forget()", None, f"it empties an in-memory store only, "
-                            f"and {self.path} is a file: nothing durable is ever forgotten")
-        self._queue.clear()
-        self._discarding = False
-        if self._written:
-            self.con.execute("; ".join(f"DELETE FROM {table}" for table in self._columns))
-            self._written = False
-
-    def discard_queue(self) -> None:
-        """From now on, drop the writes an in-memory store would queue, unwritten: for an
-        engine whose rows nobody reads, such as a contended sweep cell that cannot crash
-        (its metrics come from the engine's memory, and its rows would only be written to
-        DuckDB every QUEUE_LIMIT writes, then thrown away). What is written at once
-        (heartbeats, the usage of broken answers) still is. `forget` ends it."""
-        if self._queue is None:
-            raise bad_value("Store.discard_queue()", None, f"it drops an in-memory store's "
-                            f"queue only, and {self.path} is a file: nothing durable is "
-                            f"ever dropped")
-        self._queue.clear()
-        self._discarding = True
-
-    def _write_all(self, writes: list[tuple[dict, list]]) -> None:
-        tables: dict[str, list[tuple]] = {}
-        ends: list[tuple] = []
-        for rows, write_ends in writes:
-            for table, table_rows in rows.items():
-                tables.setdefault(table, []).extend(table_rows)
-            ends.extend(write_ends)
-        # Callers may hand plain tuples in the tables' column order: read them by name.
-        runs = as_records(RunRecord, tables.get("runs", []))
-        if runs:
-            tables["runs"] = runs
-        started = {row.run_id: i for i, row in enumerate(runs)}
-        late = []
-        # A run's status can change more than once in the queue (diverged, then running
-        # again, then ended): the last change is the one that holds.
-        ends = list({end.run_id: end for end in as_records(RunEnd, ends)}.values())
-        for end in ends:
-            i = started.get(end.run_id)
-            if i is None:
-                late.append(end)
-            else:
-                runs[i] = runs[i]._replace(status=end.status, result=end.result,
-                                           error=end.error, ended_at=end.ended_at,
-                                           waiting=end.waiting)
-        self.con.execute("BEGIN")
-        try:
-            for table, rows in tables.items():
-                if rows:
-                    self._bulk(table, rows)
-            if len(late) == 1:
-                self.end(late[0])
-            elif late:
-                self._bulk_ends(late)
-            self.con.execute("COMMIT")
-        except BaseException:
-            self.con.execute("ROLLBACK")
-            raise
 
     def _bulk_ends(self, ends: list[tuple]) -> None:
         batch = pa.table({c: list(v) for c, v in zip(RunEnd._fields, zip(*ends))})
@@ -705,46 +593,36 @@ class Store:
 
     # --- reading -----------------------------------------------------------------------
     def fetch(self, sql: str, params=()) -> list[tuple]:
-        """Every read ends here (the queue's own readers too, while it drops its rows: see
-        `_queue_holds_all`). A store that drops its rows (`discard_queue`) has none to read:
-        it says so, rather than answer as if there were no runs."""
-        if self._discarding:
-            raise bad_value("Store.fetch()", None, "this in-memory store drops the rows it is "
-                            "given (Store.discard_queue()), so it has none to read; call "
-                            "forget() first, or keep the rows of a store something reads")
+        """Every read ends here (an in-memory store writes its queue first: see `queued`)."""
         self.flush()
         return self.con.execute(sql, list(params)).fetchall()
 
-    def _queue_holds_all(self) -> bool:
-        """Whether an in-memory store's queue holds every row (nothing reached DuckDB since
-        it was emptied) and is short enough to read directly (see `durablelab.queued`)."""
-        return (self._queue is not None and not self._written and not self._discarding
-                and len(self._queue) <= queued.QUEUE_SCAN_LIMIT)
+    def flush(self) -> None:
+        """Nothing waits in a file store: each write is committed as it is made. (An
+        in-memory store, `queued.MemoryStore`, writes its queue here.)"""
+
+    def forget(self) -> None:
+        raise bad_value("Store.forget()", None, f"it empties an in-memory store only, "
+                        f"and {self.path} is a file: nothing durable is ever forgotten")
+
+    def discard_queue(self) -> None:
+        raise bad_value("Store.discard_queue()", None, f"it drops an in-memory store's "
+                        f"queue only, and {self.path} is a file: nothing durable is ever "
+                        f"dropped")
 
     def run_rows(self) -> list[RunRecord]:
         """Every run's row, ordered by (started_at, run_id)."""
-        if self._queue_holds_all():
-            return as_records(RunRecord, queued.runs(self._queue))
         return as_records(RunRecord, self.fetch(
             f"SELECT {', '.join(RUN_COLS)} FROM runs ORDER BY started_at, run_id"))
 
     def crash_rows(self) -> list[CrashRecord]:
         """Every crash row, ordered by crashed_at."""
-        if self._queue_holds_all():
-            return as_records(CrashRecord, queued.crashes(self._queue))
         return as_records(CrashRecord, self.fetch(
             f"SELECT {', '.join(CRASH_COLS)} FROM crashes ORDER BY crashed_at"))
 
     def load_unfinished(self) -> dict[str, list]:
-        """`load` of the runs whose status is running or diverged: what a fresh worker reads."""
-        if self._queue_holds_all():
-            ids = {row.run_id for row in as_records(RunRecord, queued.runs(self._queue))
-                   if row.status in UNFINISHED}
-            found = queued.rows_of(self._queue, ids)
-            out = {table: as_records(record, found[table])
-                   for table, record in _RECORDS.items()}
-            out["events"], out["damaged"] = _decoded(map(encoded, found["event_log"]))
-            return _screened(out)
+        """`load` of the unfinished runs (running, waiting or diverged): what a fresh worker
+        reads."""
         return self.load(f"status IN {UNFINISHED!r}")
 
     def load(self, where: str, params=()) -> dict[str, list]:
@@ -754,20 +632,20 @@ class Store:
         faults and wake-ups come as their records (`durablelab/records.py`); events as
         tuples shaped like the `events` view (EVENT_COLS), which the engine turns into
         `history.Event`s; `damaged` lists the rows a run cannot be replayed from
-        (`_screened`)."""
+        (`screened`)."""
         runs = f"SELECT run_id FROM runs WHERE {where}"
         order = {"attempts": "run_id, position, attempt",
                  "signals": "run_id, seq", "faults": "run_id, fired_at",
                  "wakeups": "run_id, woke_at"}
         out = {}
-        out["events"], out["damaged"] = _decoded(self.fetch(
+        out["events"], out["damaged"] = decoded(self.fetch(
             f"SELECT run_id, position, body FROM event_log WHERE run_id IN ({runs}) "
             f"ORDER BY run_id, position", params))
-        for table, record in _RECORDS.items():
+        for table, record in RECORDS.items():
             out[table] = as_records(record, self.fetch(
                 f"SELECT {', '.join(record._fields)} FROM {table} "
                 f"WHERE run_id IN ({runs}) ORDER BY {order[table]}", params))
-        return _screened(out)
+        return screened(out)
 
     def save_clock(self, instant: float) -> None:
         """Remember the engine's clock, so an engine opened later does not start earlier."""

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import durablelab as dl
 from durablelab import history as h
 from durablelab.faults import ServerError
-from durablelab import store as store_module
+from durablelab import queued
 from durablelab.store import CHECKPOINT_EVERY, Store, event_row
 
 TESTS = Path(__file__).resolve().parent
@@ -99,7 +99,7 @@ def test_a_refused_bulk_write_leaves_nothing_and_keeps_earlier_commits(tmp_path,
     """A bulk write to three tables repeating a run id (the primary key) is refused whole,
     with the constraint as its error (not "transaction is aborted"); earlier commits stay.
     In memory the refusal comes at the flush, and the other queued writes still land."""
-    store = Store(None if in_memory else tmp_path / "s.duckdb")
+    store = queued.MemoryStore() if in_memory else Store(tmp_path / "s.duckdb")
     store.insert("runs", run_row("a"))
     with pytest.raises(duckdb.ConstraintException):
         store.write({"runs": [run_row("b"), run_row("a")],
@@ -197,7 +197,7 @@ def test_memory_store_runs_no_statement_until_a_read():
 def test_a_long_session_writes_its_queue_when_it_grows(monkeypatch):
     """The queue is written to DuckDB once it holds QUEUE_LIMIT writes, without a read, so
     a session that never reads does not hold every row twice; nothing is lost or doubled."""
-    monkeypatch.setattr(store_module, "QUEUE_LIMIT", 10)
+    monkeypatch.setattr(queued, "QUEUE_LIMIT", 10)
     with dl.Engine() as engine:
         engine.start(steps, 25, run_id="s")
         engine.run_until_idle()
