@@ -34,6 +34,7 @@ from durablelab import history as h
 from durablelab.context import Context
 from durablelab.registry import workflow_name
 from durablelab.examples import onboarding as ob
+from durablelab.runstate import fill
 from durablelab.versioning import _runs_in_store
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -74,7 +75,7 @@ def engine_first_replay(path: Path, sample: int) -> tuple[float, int]:
         states = [engine._runs[run_id] for run_id in ids]
         for state in states:
             state.history = []
-        engine._fill(engine.store.load("run_id IN (SELECT unnest(?))", [ids]))
+        fill(engine._runs, engine.store.load("run_id IN (SELECT unnest(?))", [ids]), engine.path)
         for state in states:
             for event in state.history:
                 event.matched_args = None             # as right after a load
@@ -83,7 +84,8 @@ def engine_first_replay(path: Path, sample: int) -> tuple[float, int]:
         t0 = perf_counter()
         for state in states:
             cursor = h.Cursor(state.history, state.run_id, state.workflow)
-            ob.onboard_vendor(Context(engine, state, cursor), {"vendor_id": _vendor(state)})
+            ob.onboard_vendor(Context(engine._port, state, cursor),
+                              {"vendor_id": _vendor(state)})
             assert cursor.expect_end() is None and cursor.replayed == len(state.history)
         elapsed = perf_counter() - t0
     finally:
