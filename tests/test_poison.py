@@ -6,7 +6,6 @@ Each case shows the error (class and words), that the file still opens, and that
 run on it still completes afterwards.
 """
 
-import json
 import math
 import os
 import sys
