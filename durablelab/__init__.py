@@ -25,9 +25,10 @@ from . import faults
 from .breaker import CircuitBreaker
 from .budget import Budget
 from .clock import VirtualClock, WallClock
-from .context import Context, Saga
+from .context import Context, Handle, Saga
 from .engine import Engine
-from .errors import (ActivityFailed, AgentConfigError, BudgetExceeded, CompensationFailed,
+from .errors import (ActivityFailed, AgentConfigError, BudgetExceeded, Cancelled, ChildFailed,
+                     CompensationFailed,
                      ConfigError, DeterminismGuardError, DuplicateRunError, DurableLabError,
                      ExportFormatError, HeartbeatError, HeartbeatIgnoredWarning, ModelOutputError,
                      NonDeterminismError, NonRetryable, PolicyError, RateLimited,
@@ -36,7 +37,7 @@ from .errors import (ActivityFailed, AgentConfigError, BudgetExceeded, Compensat
                      SweepError, TemporalHistoryError, TemporalRunEnded, Transient,
                      UnknownWorkflowWarning, WorkflowError, WorkflowRedefinedWarning)
 from .faults import FaultPlan
-from .heartbeat import heartbeat, last_heartbeat
+from .heartbeat import heartbeat, idempotency_key, last_heartbeat
 from .registry import workflow
 from .retry import RetryPolicy, classify, next_delay
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from types import MethodType
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from . import fastjson, heartbeat
+from . import aio, fastjson, heartbeat
 from . import history as h
 from .breaker import BreakerState
 from .clock import later, within
@@ -114,6 +114,7 @@ class Attempt:
     heartbeat: float | None
     call_site: Any                 # the frame while the code runs, its "file:line" after
     kept: Any                      # what `Event.loaded` may hold of the value
+    handle: bool = False           # started by ctx.start_activity: its end is appended
 
 
 def _leave_in_flight(state, outcome: Attempt) -> None:
@@ -165,8 +166,44 @@ class AttemptRunner:
 
     def execute(self, state, cursor: h.Cursor, req: Request) -> Any:
         """Run one attempt of a new activity, then finish it (or leave it in flight)."""
+        outcome = self.begin(state, req, cursor.position + 1)
+        ended, now, clock = outcome.ended_at, outcome.started_at, self.host.clock
+        if ended > now:
+            name, position, attempt = req.name, outcome.position, outcome.attempt
+            if ended == float("inf"):   # no time-out will ever end it: the run hangs
+                _leave_in_flight(state, outcome)
+                raise Suspend(None, "activity", name=name, position=position, attempt=attempt)
+            if not clock.virtual:
+                clock.sleep_until(ended)
+            elif self.host.free_until(ended):
+                clock.advance_to(ended)  # nothing else happens meanwhile: carry on inline
+            else:
+                _leave_in_flight(state, outcome)
+                raise Suspend(ended, "activity", name=name, position=position, attempt=attempt)
+        return self.finish(state, cursor, outcome)
+
+    def launch(self, state, position: int, req: Request) -> None:
+        """Start an attempt of the activity `ctx.start_activity` began at `position`, to
+        end in virtual time beside the code (`finish` records it when the engine gets
+        there); if its retry backoff has not elapsed, come back when it has."""
+        try:
+            outcome = self.begin(state, req, position)
+        except Suspend as backoff:
+            self.host.schedule(state, backoff.due_at, "launch", position, new_generation=False)
+            return
+        outcome.handle = True
+        outcome.args, outcome.kwargs = json.loads(outcome.text)
+        state.flying[position] = outcome
+        if outcome.ended_at != float("inf"):   # a hang without a time-out never ends
+            self.host.schedule(state, outcome.ended_at, "finish", position,
+                               new_generation=False)
+
+    def begin(self, state, req: Request, position: int) -> "Attempt":
+        """Make one attempt of activity `req` at `position`: faults drawn, the function
+        called (unless a fault or the breaker stops it), time-outs applied. Returns the
+        attempt, to end at its `ended_at`; raises `Suspend` while its retry backoff has
+        not elapsed."""
         name, policy, site = req.name, req.policy, req.site
-        position = cursor.position + 1
         text = h.canonical(req.args, req.kwargs, "ctx.activity", site, name)
         clock = self.host.clock
         now = clock.now()
@@ -220,21 +257,9 @@ class AttemptRunner:
                 value_json, kept, error = None, None, Transient(
                     f"activity {name!r} timed out: {timed_out} passed before it answered",
                     cause_class="TimeoutError")
-        outcome = Attempt(name, position, attempt, policy, now, ended, error, value_json, text,
-                          req.args, req.kwargs, first_started_at, req.schedule_to_close,
-                          req.start_to_close, req.heartbeat, site, kept)   # site: see finish()
-        if ended > now:
-            if ended == float("inf"):   # no time-out will ever end it: the run hangs
-                _leave_in_flight(state, outcome)
-                raise Suspend(None, "activity", name=name, position=position, attempt=attempt)
-            if not clock.virtual:
-                clock.sleep_until(ended)
-            elif self.host.free_until(ended):
-                clock.advance_to(ended)  # nothing else happens meanwhile: carry on inline
-            else:
-                _leave_in_flight(state, outcome)
-                raise Suspend(ended, "activity", name=name, position=position, attempt=attempt)
-        return self.finish(state, cursor, outcome)
+        return Attempt(name, position, attempt, policy, now, ended, error, value_json, text,
+                       req.args, req.kwargs, first_started_at, req.schedule_to_close,
+                       req.start_to_close, req.heartbeat, site, kept)   # site: see finish()
 
     def _draw_faults(self, state, name, position, attempt):
         """(added latency, the rule that decides the attempt or None)."""
@@ -289,6 +314,8 @@ class AttemptRunner:
             with heartbeat.attempt(self.host.store, self.host.clock, state.run_id, position,
                                    len(previous) + 1, name):
                 result = fn(*req.args, **kwargs)
+                if inspect.isawaitable(result):   # an `async def` activity
+                    result = aio.run(result)
         except Exception as exc:
             if req.policy.is_non_retryable(exc) and not isinstance(exc, NonRetryable):
                 cause = type(exc).__name__
@@ -319,11 +346,15 @@ class AttemptRunner:
             refused = error is not None and error.cause_class == "CircuitOpen"
             if not refused:
                 breaker.record(None if error is None else error.error_class, o.ended_at)
+        # The end of a started activity is appended after whatever history holds by now,
+        # naming the position that started it; any other activity's is at its position.
+        at, handle = (len(state.history) + 1, position) if o.handle else (position, None)
         if error is None:
             text = o.text
-            event = h.Event(position, h.ACTIVITY, name, h.digest_of(text), True,
+            event = h.Event(at, h.ACTIVITY, name, h.digest_of(text), True,
                             o.value_json, o.ended_at, attempt, o.started_at, "ok",
-                            call_site=h.site(o.call_site), args=h.shown_args(text))
+                            call_site=h.site(o.call_site), args=h.shown_args(text),
+                            handle=handle)
             event.matched_args = fastjson.matched_args(o.args, o.kwargs) or json.loads(text)
             event.loaded = o.kept
             self.host.append(state, cursor, event)
@@ -367,10 +398,10 @@ class AttemptRunner:
         call_site = h.site(o.call_site)
         failed = activity_failed(state.run_id, name, position, attempt, error, why, call_site)
         text = o.text
-        event = h.Event(position, h.ACTIVITY, name, h.digest_of(text), False,
+        event = h.Event(at, h.ACTIVITY, name, h.digest_of(text), False,
                         json.dumps(failed.to_json()), o.ended_at, attempt, o.started_at,
                         outcome_of(error), error.error_class, error.message,
-                        call_site=call_site, args=h.shown_args(text))
+                        call_site=call_site, args=h.shown_args(text), handle=handle)
         event.matched_args = fastjson.matched_args(o.args, o.kwargs) or json.loads(text)
         self.host.append(state, cursor, event)
         self._maybe_crash(state, "after_record", name, position, attempt)
@@ -439,16 +470,15 @@ class AttemptRunner:
         missed, and recorded as a timed-out attempt, so its retry waits until then; any
         other is recorded as crashed and runs again as soon as a fresh worker is up."""
         now = self.host.clock.now()
-        lost = [row for row in map(self._lost_attempt, self.host.runs.values()) if row]
+        lost = [row for state in self.host.runs.values()
+                for o in (state.inflight, *state.flying.values()) if o is not None
+                for row in (self._lost_attempt(state, o),)]
         self.host.store.write({"faults": list(faults), "attempts": lost,
                           "crashes": [CrashRecord(now, run_id, position, point, cause)]})
         raise WorkerCrash(cause)
 
-    def _lost_attempt(self, state) -> AttemptRecord | None:
-        """The attempts row of a run's attempt in flight when the worker died, or None."""
-        o = state.inflight
-        if o is None:
-            return None
+    def _lost_attempt(self, state, o: Attempt) -> AttemptRecord:
+        """The attempts row of a run's attempt in flight when the worker died."""
         now = self.host.clock.now()
         if o.heartbeat is not None:      # the last heartbeat went out just before death
             noticed, how = later(now, o.heartbeat), f"no heartbeat within {o.heartbeat:g}s"

@@ -17,8 +17,9 @@ import uuid as _uuid
 from typing import Any, Callable, NamedTuple, Protocol
 
 from . import history as h
-from .errors import (ActivityFailed, DeterminismGuardError, NonDeterminismError, bad_value, check_later, check_seconds, check_text,
-                     error_from_json, not_a_policy, not_callable)
+from .errors import (ActivityFailed, Cancelled, DeterminismGuardError, NonDeterminismError,
+                     bad_type, bad_value, cancelled, check_later, check_seconds, check_text,
+                     child_failed, error_from_json, not_a_policy, not_callable)
 from .retry import RetryPolicy
 from .saga import ESCALATE_AFTER, Saga
 
@@ -31,10 +32,13 @@ class Suspend(BaseException):
     ``except Exception`` cannot swallow it."""
 
     def __init__(self, due_at: float | None, reason: str, waiting_on: str | None = None,
-                 name: str = "", position: int = 0, attempt: int = 1):
+                 name: str = "", position: int = 0, attempt: int = 1,
+                 handles: tuple = (), need_all: bool = True):
         super().__init__(reason)
         self.due_at, self.reason, self.waiting_on = due_at, reason, waiting_on
         self.name, self.position, self.attempt = name, position, attempt
+        #: for reason "handles": the positions waited for, and whether all must end
+        self.handles, self.need_all = handles, need_all
 
 
 class ContinueAsNew(BaseException):
@@ -71,7 +75,7 @@ class Request:
 class Ended(NamedTuple):
     """How one execution of workflow code ended (see `execute`)."""
 
-    how: str      # completed | suspended | continued | failed | diverged | raised
+    how: str      # completed | suspended | continued | failed | cancelled | diverged | raised
     value: Any    # the result | the Suspend | the next input's JSON | the error
 
 
@@ -81,7 +85,8 @@ def execute(code: Callable[[], Any], ctx: "Context", cursor: h.Cursor) -> Ended:
     engine's wake-up and `replay_check`: "completed" with its result (history must be used
     up), "suspended" on a wait, "continued" by continue_as_new, "failed" with an error to
     record as is (an activity that failed for good, the determinism guard, a budget),
-    "diverged", or "raised" with what the code itself raised. A divergence the code caught
+    "cancelled" (`dl.Cancelled` propagated), "diverged", or "raised" with what the code
+    itself raised. A divergence the code caught
     is still one. A worker's death (a BaseException) is no ending: it passes through."""
     try:
         result = code()
@@ -97,6 +102,10 @@ def execute(code: Callable[[], Any], ctx: "Context", cursor: h.Cursor) -> Ended:
         return Ended("continued", cont.input_json)
     except StopRun as stop:
         return Ended("failed", stop.error)
+    except Cancelled as exc:
+        if ctx.diverged is not None:
+            return Ended("diverged", ctx.diverged)
+        return Ended("cancelled", exc)
     except NonDeterminismError as exc:
         return Ended("diverged", exc)
     except (ActivityFailed, DeterminismGuardError) as exc:
@@ -126,8 +135,21 @@ class Port(Protocol):
         """Run (or leave in flight) a new activity the code asked for; its result."""
 
     def record_event(self, state, cursor: h.Cursor, kind: str, name: str, args,
-                     value_json: str | None, call_site: str | None) -> h.Event:
+                     value_json: str | None, call_site: str | None,
+                     kwargs: dict | None = None) -> h.Event:
         """Record a new non-activity event (now, random, uuid, a wait, a marker)."""
+
+    def launch(self, state, position: int, request: Request) -> None:
+        """Start the activity begun at `position` (a `start_activity`) unless it has ended,
+        is in flight or waits for its retry backoff."""
+
+    def start_child(self, state, position: int, workflow: Callable, input_json: str,
+                    child_run_id: str, policies) -> None:
+        """Start the child run begun at `position`, unless it exists already."""
+
+    def child_ended(self, state, position: int, child_run_id: str) -> None:
+        """If that child has ended and the parent's history does not say so yet, append
+        its end now."""
 
     def signal_for(self, state, name: str, k: int):
         """The k-th (from 0) signal called `name` that arrived for the run, or None."""
@@ -200,16 +222,20 @@ class Context:
         if self.diverged is not None:   # self._check(), inline: replay asks this per call
             raise self.diverged
         try:
-            event = self._cursor.expect(h.ACTIVITY, name, frame, args, kwargs)
+            event = self._cursor.expect(h.ACTIVITY, name, frame, args, kwargs, blocking=True)
         except NonDeterminismError as exc:
             self.diverged = exc
             raise
+        except h.CancelledHere as here:
+            raise self._told(here.event) from None
         if event is not None:
             if event.ok:
                 return event.loads()
             failed = error_from_json(event.loads())
             failed.call_site = event.call_site   # where it is raised again: the same call
             raise failed
+        if self._state.cancel_pending:
+            self._cancel_here(frame)
         retried = self._state.attempts.get(self._cursor.position + 1)
         if retried and retried[-1][2] != name:
             # Attempts of another activity failed here and its retry is due: new code that
@@ -233,7 +259,168 @@ class Context:
                           schedule_to_close, heartbeat, frame)
         return self._port.execute_activity(self._state, self._cursor, request)
 
-    # --- values that differ between executions ---------------------------------------------
+    # --- concurrency: several activities or child runs at once -----------------------------
+    def start_activity(self, name: str, fn: Callable, *args, policy: RetryPolicy | None = None,
+                       start_to_close: float | None = None,
+                       schedule_to_close: float | None = None,
+                       heartbeat: float | None = None, **kwargs) -> "Handle":
+        """Start an activity without waiting for it; wait later with `Handle.result()` or
+        `ctx.gather`. The arguments are `ctx.activity`'s.
+
+        The activity takes the next position now, at the call, so positions follow the
+        order the code started things, never the order they finished, and replay stays
+        deterministic. Its attempts run in virtual time beside the code and beside each
+        other: three activities that take 10 s each, started together, end after about
+        10 s, not 30. Each has its own idempotency key (``"{run_id}:{position}"``), its own
+        fault draws and its own crash points."""
+        frame = sys._getframe(self._caller)
+        return self._start_activity(name, fn, args, kwargs, policy, start_to_close,
+                                    schedule_to_close, heartbeat, frame)
+
+    def gather(self, *handles: "Handle") -> list:
+        """Wait until every handle has ended and return their values in the order given.
+        If any failed, the failure at the lowest position is raised, once all have ended
+        (so no activity is still running behind the error)."""
+        frame = sys._getframe(self._caller)
+        for handle in handles:
+            if not isinstance(handle, Handle) or handle._ctx is not self:
+                raise bad_type(f"ctx.gather at {h.site(frame)}", "handles", (
+                    f"{handle!r} is not a handle of this run; pass what ctx.start_activity "
+                    f"or ctx.start_child returned"))
+        self._wait(handles, True, frame)
+        failed = [hd for hd in handles if not self._cursor.ended[hd.position].ok]
+        if failed:
+            raise min(failed, key=lambda hd: hd.position)._error()
+        return [hd._value() for hd in handles]
+
+    def map(self, name: str, fn: Callable, items, *, limit: int | None = None,
+            policy: RetryPolicy | None = None, start_to_close: float | None = None,
+            schedule_to_close: float | None = None, heartbeat: float | None = None) -> list:
+        """One activity ``fn(item)`` per item, at most `limit` in flight at once (None: all
+        at once), and their values in item order: a fan-out, as over a list of documents.
+        `limit` is how a run stays under a rate limit it shares; without one, 50 items are
+        50 requests at the same instant. Fails as `gather` does."""
+        frame = sys._getframe(self._caller)
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
+                                  or limit < 1):
+            raise bad_value(f"ctx.map({name!r}) at {h.site(frame)}", "limit", (
+                f"limit={limit!r} must be a whole number of activities in flight, at least 1 "
+                f"(or None: all at once)"))
+        handles: list[Handle] = []
+        running: list[Handle] = []
+        for item in items:
+            if limit is not None and len(running) >= limit:
+                self._wait(running, False, frame)   # until one of those in flight ends
+                running = [hd for hd in running if not hd.done()]
+            handle = self._start_activity(name, fn, (item,), {}, policy, start_to_close,
+                                          schedule_to_close, heartbeat, frame)
+            handles.append(handle)
+            running.append(handle)
+        self._wait(handles, True, frame)
+        failed = [hd for hd in handles if not self._cursor.ended[hd.position].ok]
+        if failed:
+            raise failed[0]._error()
+        return [hd._value() for hd in handles]
+
+    def child(self, workflow: Callable, input: Any = None, run_id: str | None = None,
+              policies=None) -> Any:
+        """Run `workflow(ctx, input)` as a child run and wait for its result: a sub-agent
+        with its own history, recorded in this run as one step. A child that fails (or is
+        cancelled) raises `dl.ChildFailed` here. See `start_child`."""
+        frame = sys._getframe(self._caller)
+        return self._start_child(workflow, input, run_id, policies, frame).result()
+
+    def start_child(self, workflow: Callable, input: Any = None, run_id: str | None = None,
+                    policies=None) -> "Handle":
+        """Start a child run of the registered `workflow` in this engine without waiting
+        for it. Its run id defaults to ``"{this run's id}/{position}"``, so this run,
+        recovering after a crash, finds the same child instead of starting a second one;
+        `engine.runs()` lists it with `parent_run_id`. Cancelling this run cancels it."""
+        frame = sys._getframe(self._caller)
+        return self._start_child(workflow, input, run_id, policies, frame)
+
+    def _start_activity(self, name, fn, args, kwargs, policy, start_to_close,
+                        schedule_to_close, heartbeat, frame) -> "Handle":
+        call = f"ctx.start_activity({name!r}) at {h.site(frame)}"
+        if type(name) is not str or not name or not name.isascii():
+            check_text(name, call, "name")
+        if not callable(fn):
+            raise not_callable(call, fn)
+        if policy is not None and not isinstance(policy, RetryPolicy):
+            raise not_a_policy(call, policy)
+        for what, value in (("start_to_close", start_to_close),
+                            ("schedule_to_close", schedule_to_close), ("heartbeat", heartbeat)):
+            if value is not None:
+                _number(value, f"ctx.start_activity({name!r})", what, frame)
+        self._check()
+        event = self._expect(h.START_ACTIVITY, name, frame, args, kwargs)
+        if event is None:
+            if self._state.cancel_pending:
+                self._cancel_here(frame)
+            event = self._record(h.START_ACTIVITY, name, args, None, frame, kwargs)
+        overrides = self._state.overrides
+        if overrides is not None:
+            policy = overrides.for_activity(name) or policy
+        request = Request(name, fn, args, kwargs, policy or DEFAULT_POLICY, start_to_close,
+                          schedule_to_close, heartbeat, h.site(frame))
+        self._port.launch(self._state, event.position, request)
+        return Handle(self, event.position, name, "activity")
+
+    def _start_child(self, workflow, input, run_id, policies, frame) -> "Handle":
+        from .registry import workflow_name
+        call = f"ctx.start_child at {h.site(frame)}"
+        name = workflow_name(workflow)
+        if run_id is not None:
+            check_text(run_id, call, "run_id")
+        input_json = h.to_json(input, "the child's input", call)
+        self._check()
+        event = self._expect(h.START_CHILD, name, frame, (json.loads(input_json),), {})
+        if event is None:
+            if self._state.cancel_pending:
+                self._cancel_here(frame)
+            child_id = run_id or f"{self.run_id}/{self._cursor.position + 1}"
+            event = self._record(h.START_CHILD, name, (json.loads(input_json),),
+                                 json.dumps({"run_id": child_id}), frame)
+        child_id = event.loads()["run_id"]
+        self._port.start_child(self._state, event.position, workflow, input_json, child_id,
+                               policies)
+        return Handle(self, event.position, name, "child", child_id)
+
+    def _wait(self, handles, need_all: bool, frame) -> None:
+        """Block until all (or, `need_all` False, any) of `handles` have ended: a blocking
+        call, so it takes the ends history holds at this point (`Cursor.absorb`); at the
+        end of history it suspends the run until the engine records enough of them."""
+        self._check()
+        ended = self._cursor.ended
+        ready = all if need_all else any
+        if ready(hd.position in ended for hd in handles):
+            return
+        self._cursor.absorb()
+        if ready(hd.position in ended for hd in handles):
+            return
+        told = self._cursor.cancelled()
+        if told is not None:
+            raise self._told(told)
+        if self._cursor.replaying:   # the code waits where it did not before
+            self.diverged = self._cursor.diverged(
+                self._cursor.peek(), "wait", ", ".join(hd.name for hd in handles), None,
+                frame, "different_call")
+            raise self.diverged
+        if self._state.cancel_pending:
+            self._cancel_here(frame)
+        for hd in handles:   # a child that ended while this run's worker was down
+            if hd.kind == "child" and hd.position not in ended:
+                self._port.child_ended(self._state, hd.position, hd.child_run_id)
+        self._cursor.absorb()
+        if ready(hd.position in ended for hd in handles):
+            return
+        waiting = [hd for hd in handles if hd.position not in ended]
+        raise Suspend(None, "handles", name=waiting[0].name, position=self._cursor.position,
+                      waiting_on=f"{len(waiting)} of {len(handles)}: " + ", ".join(
+                          f"{hd.name}@{hd.position}" for hd in waiting),
+                      handles=tuple(hd.position for hd in handles), need_all=need_all)
+
+        # --- values that differ between executions ---------------------------------------------
     def now(self) -> float:
         """The engine's current time in seconds, recorded once and replayed after."""
         return self._value(h.NOW, lambda position: self._port.clock.now())
@@ -256,6 +443,8 @@ class Context:
         event = self._expect(kind, kind, frame, None, None)
         if event is not None:
             return event.loads()
+        if self._state.cancel_pending:
+            self._cancel_here(frame)
         value = make(self._cursor.position + 1)
         self._record(kind, kind, None, json.dumps(value), frame)
         return value
@@ -269,6 +458,8 @@ class Context:
         self._check()
         start = self._expect(h.SLEEP, "sleep", frame, (seconds,), {})
         if start is None:
+            if self._state.cancel_pending:
+                self._cancel_here(frame)
             deadline = check_later(self._port.clock.now(), seconds,
                                    f"ctx.sleep(seconds) at {h.site(frame)}", "seconds")
             self._record(h.SLEEP, "sleep", (seconds,), json.dumps({"seconds": seconds,
@@ -277,6 +468,8 @@ class Context:
             deadline = start.loads()["deadline"]
         if self._take_end((h.TIMER_FIRED,), "sleep") is not None:
             return None
+        if self._state.cancel_pending:
+            self._cancel_here(frame)
         if self._port.clock.now() >= deadline:
             self._record(h.TIMER_FIRED, "sleep", None, None, frame)
             return None
@@ -307,6 +500,8 @@ class Context:
         asked = (deadline, timeout)
         start = self._expect(h.WAIT_SIGNAL, name, frame, asked, {})
         if start is None:
+            if self._state.cancel_pending:
+                self._cancel_here(frame)
             if timeout is not None:
                 deadline = check_later(self._port.clock.now(), timeout, call, "timeout")
             self._record(h.WAIT_SIGNAL, name, asked, json.dumps({"deadline": deadline}), frame)
@@ -314,6 +509,8 @@ class Context:
             deadline = start.loads()["deadline"]
         k = self._received.get(name, 0)
         end = self._take_end((h.SIGNAL_RECEIVED, h.SIGNAL_TIMEOUT), name)
+        if end is None and self._state.cancel_pending:
+            self._cancel_here(frame)
         if end is None:
             arrived = self._port.signal_for(self._state, name, k)
             if arrived is not None:
@@ -423,9 +620,16 @@ class Context:
         except NonDeterminismError as exc:
             self.diverged = exc
             raise
+        except h.CancelledHere as here:
+            raise self._told(here.event) from None
 
     def _take_end(self, kinds: tuple, name: str):
-        """The event that ended the wait just replayed, if history has one."""
+        """The event that ended the wait just replayed, if history has one. A wait blocks,
+        so the ends of concurrent work appended meanwhile come first (`Cursor.absorb`)."""
+        self._cursor.absorb()
+        told = self._cursor.cancelled()
+        if told is not None:
+            raise self._told(told)
         event = self._cursor.peek()
         if event is None:
             return None
@@ -435,6 +639,63 @@ class Context:
             raise self.diverged
         return self._cursor.take()
 
-    def _record(self, kind, name, args, value_json, frame):
+    def _record(self, kind, name, args, value_json, frame, kwargs=None):
         return self._port.record_event(self._state, self._cursor, kind, name, args,
-                                          value_json, h.site(frame))
+                                       value_json, h.site(frame), kwargs)
+
+    # --- cancellation ----------------------------------------------------------------------
+    def _cancel_here(self, frame) -> None:
+        """`engine.cancel` asked this run to stop and its code has not been told: record
+        that it is told at this call, and raise `dl.Cancelled` here."""
+        self._state.cancel_pending = False
+        event = self._record(h.CANCELLED, "cancelled", None,
+                             json.dumps({"reason": self._state.cancel_reason}), frame)
+        raise self._told(event)
+
+    def _told(self, event: h.Event) -> Cancelled:
+        """The `Cancelled` a CANCELLED event in history raises at its call."""
+        return cancelled(self.run_id, (event.loads() or {}).get("reason"), event.position)
+
+
+class Handle:
+    """Something a run started and has not waited for yet: an activity
+    (`ctx.start_activity`) or a child run (`ctx.start_child`). It is a position in the
+    run's history, so it means the same on every replay."""
+
+    __slots__ = ("_ctx", "position", "name", "kind", "child_run_id")
+
+    def __init__(self, ctx: Context, position: int, name: str, kind: str,
+                 child_run_id: str | None = None):
+        self._ctx, self.position, self.name, self.kind = ctx, position, name, kind
+        #: the child's run id (a child handle), else None
+        self.child_run_id = child_run_id
+
+    def done(self) -> bool:
+        """Whether it has ended, as far as this run's code knows at this point of the
+        code (the same answer on every replay). Does not wait."""
+        return self.position in self._ctx._cursor.ended
+
+    def result(self) -> Any:
+        """Wait for it to end: its value, or the `ActivityFailed` (`ChildFailed`) it ended
+        with."""
+        self._ctx._wait((self,), True, sys._getframe(self._ctx._caller))
+        if not self._ctx._cursor.ended[self.position].ok:
+            raise self._error()
+        return self._value()
+
+    def _value(self) -> Any:
+        return self._ctx._cursor.ended[self.position].loads()
+
+    def _error(self) -> ActivityFailed:
+        event = self._ctx._cursor.ended[self.position]
+        if self.kind == "child":
+            end = event.loads()
+            return child_failed(self._ctx.run_id, self.name, self.position, end["run_id"],
+                                end["status"], end.get("error"), event.call_site)
+        failed = error_from_json(event.loads())
+        failed.call_site = event.call_site
+        return failed
+
+    def __repr__(self) -> str:
+        state = "done" if self.done() else "pending"
+        return f"<Handle {self.kind} {self.name!r} at position {self.position}: {state}>"

@@ -17,6 +17,7 @@ mode had not committed is gone.
 from __future__ import annotations
 
 import heapq
+import inspect
 import json
 import os
 import uuid as _uuid
@@ -30,7 +31,7 @@ from .activities import AttemptRunner, WorkerCrash
 from .budget import Budget
 from .clock import VirtualClock, later
 from .context import Context, StopRun, Suspend, execute
-from .errors import (ActivityFailed, DuplicateRunError, NonDeterminismError, RunFinishedError,
+from .errors import (ActivityFailed, DuplicateRunError, cancelled, NonDeterminismError, RunFinishedError,
                      RunNotFoundError, RunTimedOut, SerializationError, bad_type, bad_value,
                      check_later, check_seconds, check_seed, check_text, damaged_run, engine_closed,
                      not_a_clock, not_a_path, read_only_beside_writer, read_only_engine,
@@ -39,15 +40,17 @@ from .faults import FaultPlan
 from .retry import Overrides
 from .guard import Guard
 from .journal import JOURNALS
-from .records import CrashRecord, RunEnd, SignalRecord, WakeupRecord, waiting_columns
+from .records import (AttemptRecord, CrashRecord, RunEnd, SignalRecord, WakeupRecord,
+                      waiting_columns)
 from .registry import LIVE, REGISTRY, current_definition, redefined, register, workflow_name
-from .runstate import RunState, Signal, fill, options_json, snapshot_of, state_from_row
+from .runstate import (CANCEL_SIGNAL, RunState, Signal, fill, options_json, snapshot_of,
+                       state_from_row)
 from .snapshot import RunSnapshot
 from .queued import MemoryStore
 from .store import EVENT_COLS, UNFINISHED, Store, event_row
 
 DURABILITY = tuple(JOURNALS)   # ("sync", "batch", "exit"): see durablelab/journal.py
-FINAL = ("completed", "failed", "continued")
+FINAL = ("completed", "failed", "continued", "cancelled")
 #: Every status a run can have (DESIGN.md section 6), for `runs(status=...)`.
 STATUSES = ("running", "waiting", "diverged") + FINAL
 
@@ -123,9 +126,20 @@ class _Port:
     def execute_activity(self, state, cursor, request):
         return self._engine._attempts.execute(state, cursor, request)
 
-    def record_event(self, state, cursor, kind, name, args, value_json, call_site):
+    def record_event(self, state, cursor, kind, name, args, value_json, call_site,
+                     kwargs=None):
         return self._engine._record_event(state, cursor, kind, name, args, value_json,
-                                          call_site)
+                                          call_site, kwargs)
+
+    def launch(self, state, position, request):
+        self._engine._launch(state, position, request)
+
+    def start_child(self, state, position, workflow, input_json, child_run_id, policies):
+        self._engine._start_child(state, position, workflow, input_json, child_run_id,
+                                  policies)
+
+    def child_ended(self, state, position, child_run_id):
+        self._engine._child_ended(state, position, child_run_id)
 
     def signal_for(self, state, name, k):
         return self._engine._signal_for(state, name, k)
@@ -266,6 +280,11 @@ class Engine:
         self._check_writable("start")
         name = workflow_name(workflow)
         call = f"start({name})"
+        if inspect.iscoroutinefunction(workflow):
+            raise bad_type(call, "workflow", (
+                f"{name} is an async def function; workflow code is a plain function run "
+                f"again from the top on every wake-up, so it cannot await. Make it a def, "
+                f"and run the async work in activities (an async def activity is awaited)"))
         check_seed(seed, call)
         plan = self._plan(faults)
         input_json = h.to_json(input, "the workflow input", f"Engine.start({name})")
@@ -299,6 +318,9 @@ class Engine:
         self._check_writable("signal")
         call = f"signal({run_id!r}, {name!r})"
         check_text(name, call, "name")
+        if name == CANCEL_SIGNAL:
+            raise bad_value(call, "name", f"{name!r} is the name engine.cancel() records a "
+                                          f"cancel under; to cancel, call engine.cancel(run_id)")
         check_text(signal_id, call, "signal_id", none_ok=True)
         state = self._state(run_id)
         if state.damage is not None:
@@ -729,7 +751,8 @@ class Engine:
                 item = heapq.heappop(self._heap)
                 _, _, run_id, gen, action, arg = item
                 state = self._runs.get(run_id)
-                if state is None or (state.gen != gen and action != "timeout"):
+                if state is None or (state.gen != gen and action in ("wake", "complete",
+                                                                      "crash")):
                     continue  # superseded: the run was rescheduled or ended since
                 if action == "timeout" and (state.status in FINAL or state.status == "diverged"):
                     continue  # a time-out outlived by its run's end must not move the clock
@@ -744,6 +767,10 @@ class Engine:
                         self._complete(state)
                     elif action == "timeout":
                         self._time_out(state)
+                    elif action == "finish":
+                        self._finish(state, arg)
+                    elif action == "launch":
+                        self._relaunch(state, arg)
                     else:
                         self._attempts.crash_during_wait(state, *arg)
                 except WorkerCrash:
@@ -785,6 +812,8 @@ class Engine:
                 self._diverge(state, value)
             elif how == "failed":
                 self._end(state, "failed", error=value)
+            elif how == "cancelled":
+                self._end(state, "cancelled", error=value)
             else:
                 self._end(state, "failed", error=workflow_error(
                     state.run_id, state.workflow, value, _location(value)))
@@ -827,6 +856,14 @@ class Engine:
         self._telemetry.append(row)
 
     def _suspend(self, state: RunState, suspend: Suspend) -> None:
+        if suspend.reason == "handles":   # woken by `_wake_if_ready` when enough have ended
+            state.status, state.waiting = "running", "handles"
+            state.waiting_on = suspend.waiting_on
+            state.awaiting = (suspend.handles, suspend.need_all)
+            self._park(state, None)
+            state.gen += 1
+            state.due_at = None
+            return
         if suspend.reason == "activity":
             state.status, state.waiting = "running", "activity"
             self._park(state, None)
@@ -891,7 +928,8 @@ class Engine:
         time-out of a run that ended or diverged)."""
         waiting = {"timer": "waiting on a timer", "retry": "in a retry backoff",
                    "signal": f"waiting for signal {state.waiting_on!r}",
-                   "activity": "waiting for an activity to answer"}.get(state.waiting, "running")
+                   "activity": "waiting for an activity to answer",
+                   "handles": f"waiting for {state.waiting_on}"}.get(state.waiting, "running")
         state.inflight = None
         self._end(state, "failed", error=RunTimedOut.build(
             state.run_id, state.timeout, self.clock.now(), waiting))
@@ -924,6 +962,8 @@ class Engine:
                     state.options_json, fn=state.fn)
 
     def _end(self, state: RunState, status: str, result_json=None, error=None) -> None:
+        if state.flying or state.inflight is not None:   # nobody will wait for them now
+            self._abandon(state, f"its run ended {status}")
         state.status, state.result_json, state.error = status, result_json, error
         state.ended_at = self.clock.now()
         state.gen += 1
@@ -931,6 +971,155 @@ class Engine:
                      state.ended_at, state.run_id)
         self._note_wakeup(state)   # so the run's last wake-up row may share the end's commit
         self._telemetry = self._journal.end(state, end, self._telemetry)
+        if state.child_of is not None:
+            self._child_ended(self._runs.get(state.child_of[0]), state.child_of[1],
+                              state.run_id)
+        if status == "cancelled":
+            for child in self._children(state):
+                if child.status not in FINAL:
+                    self.cancel(child.run_id, f"its parent {state.run_id!r} was cancelled")
+
+    # --- concurrency: started activities, child runs, cancellation -----------------------
+    def _launch(self, state: RunState, position: int, request) -> None:
+        """`ctx.start_activity` at `position`: start an attempt, unless the activity has
+        ended, has one in flight, or (after a crash) waits for its backoff."""
+        state.requests[position] = request   # what a retry calls: this wake-up's function
+        if position in state.closed or position in state.flying:
+            return
+        self._attempts.launch(state, position, request)
+
+    def _finish(self, state: RunState, position: int) -> None:
+        """A started activity's attempt ends now: record it (its end, or a failed attempt
+        and when to retry), then wake the run if that is what it waits for. A late answer
+        (the run was cancelled, ended, or lost the attempt in a crash) is ignored."""
+        outcome = state.flying.pop(position, None)
+        if outcome is None or state.status in FINAL:
+            return
+        cursor = h.Cursor(state.history, state.run_id, state.workflow)
+        cursor.position = len(state.history)
+        try:
+            self._attempts.finish(state, cursor, outcome)
+        except ActivityFailed:
+            pass   # its end is recorded as failed: the code raises it where it waits
+        except Suspend as retry:
+            self._schedule(state, retry.due_at, "launch", position, new_generation=False)
+        except StopRun as stop:
+            self._end(state, "failed", error=stop.error)
+        self._journal.turn_ended(state)
+        self._wake_if_ready(state)
+
+    def _relaunch(self, state: RunState, position: int) -> None:
+        """A started activity's retry backoff has elapsed: its next attempt."""
+        request = state.requests.get(position)
+        if request is None or state.status in FINAL:
+            return   # (after a crash the replay launches it again at its start_activity)
+        try:
+            self._launch(state, position, request)
+        except StopRun as stop:
+            self._end(state, "failed", error=stop.error)
+        self._journal.turn_ended(state)
+
+    def _wake_if_ready(self, state: RunState) -> None:
+        if state.awaiting is None or state.status in FINAL:
+            return
+        positions, need_all = state.awaiting
+        if (all if need_all else any)(p in state.closed for p in positions):
+            state.awaiting = None
+            self._schedule(state, self.clock.now(), "wake", "activity")
+
+    def _start_child(self, parent: RunState, position: int, workflow, input_json: str,
+                     child_run_id: str, policies) -> None:
+        """`ctx.start_child` at `position`: start the child run, unless it exists (a parent
+        replaying after a crash finds the child it started, and starts no second one)."""
+        if child_run_id in self._runs:   # its end, if it has ended, is appended when the
+            return                       # code waits for it (in the middle of a wake-up, it
+                                         # would take the place of the code's next step)
+        options = {"child_of": json.dumps([parent.run_id, position])}
+        if policies is not None:
+            options["policies"] = Overrides(policies, f"ctx.start_child({child_run_id!r}): "
+                                                      f"policies").to_json()
+        register(workflow, stacklevel=2)
+        self._start(workflow_name(workflow), input_json, child_run_id, parent.faults,
+                    parent.seed, parent.run_id, options_json(options), fn=workflow)
+
+    def _child_ended(self, parent: RunState | None, position: int, child_run_id: str) -> None:
+        """Append a child's end to its parent's history, once, and wake the parent if it
+        waits for that."""
+        child = self._runs.get(child_run_id)
+        if (parent is None or child is None or child.status not in FINAL
+                or parent.status in FINAL or position in parent.closed
+                or parent.history is None):
+            return
+        ok = child.status == "completed"
+        value = child.result_json if ok else h.compact({
+            "run_id": child_run_id, "status": child.status,
+            "error": None if child.error is None else json.dumps(child.error.to_json())})
+        cursor = h.Cursor(parent.history, parent.run_id, parent.workflow)
+        cursor.position = len(parent.history)
+        self._append(parent, cursor, h.Event(
+            cursor.position + 1, h.CHILD, child.workflow, None, ok, value, self.clock.now(),
+            outcome="ok" if ok else child.status, handle=position))
+        self._journal.turn_ended(parent)
+        self._wake_if_ready(parent)
+
+    def _children(self, state: RunState) -> list[RunState]:
+        return [run for run in self._runs.values()
+                if run.child_of is not None and run.child_of[0] == state.run_id]
+
+    def _abandon(self, state: RunState, why: str) -> None:
+        """Give up the run's attempts in flight: each is recorded as canceled (a late
+        answer is ignored), and a started activity's end says so, so it is not run again."""
+        now = self.clock.now()
+        rows = []
+        for o in (state.inflight, *state.flying.values()):
+            if o is not None:
+                rows.append(AttemptRecord(state.run_id, o.position, o.name, o.attempt,
+                                          o.started_at, now, "canceled", "Cancelled",
+                                          f"abandoned: {why}; a late answer is ignored", 0.0,
+                                          o.policy.max_attempts))
+        state.inflight = None
+        state.flying = {}
+        for row in rows:
+            state.attempts.setdefault(row.position, []).append(row)
+            self._write(state, "attempts", row)
+
+    def cancel(self, run_id: str, reason: str | None = None) -> None:
+        """Ask run `run_id` to stop. Recorded at once; its code gets `dl.Cancelled` at the
+        ctx call it is blocked in (or at its next one), attempts in flight are abandoned
+        (recorded as canceled: a late answer is ignored), and its children are cancelled.
+        Code may catch `Cancelled` to clean up (activities still run and are recorded); if
+        it propagates, the run ends `cancelled`. Cancelling a run twice is one cancel;
+        cancelling a finished run raises `RunFinishedError` naming its state."""
+        self._check_writable("cancel")
+        check_text(reason, f"cancel({run_id!r})", "reason", none_ok=True)
+        state = self._state(run_id)
+        if state.damage is not None:
+            raise state.damage
+        if state.status in FINAL:
+            raise RunFinishedError(
+                f"Cannot cancel run {run_id!r}: it is already {state.status} (it ended at "
+                f"t={state.ended_at:g}s). Only a running or waiting run can be cancelled.",
+                run_id=run_id, status=state.status)
+        if any(s.name == CANCEL_SIGNAL for s in state.signals):
+            return
+        value_json = json.dumps({"reason": reason})
+        arrived = Signal(len(state.signals) + 1, CANCEL_SIGNAL, None, value_json,
+                         self.clock.now())
+        self.store.insert("signals", SignalRecord(run_id, arrived.seq, CANCEL_SIGNAL, None,
+                                                  value_json, arrived.arrived_at))
+        state.signals.append(arrived)
+        state.cancel_pending, state.cancel_reason = True, reason
+        self._abandon(state, "its run was cancelled")
+        self._journal.turn_ended(state)
+        if state.status == "diverged" or state.fn is None:   # no code can be told: stop it
+            self._end(state, "cancelled", error=cancelled(run_id, reason, len(state.history)))
+            self._journal.turn_ended(state)
+        else:   # told before its children end, so their ends do not answer its wait first
+            state.awaiting = None
+            self._schedule(state, self.clock.now(), "wake", "cancel")
+        for child in self._children(state):
+            if child.status not in FINAL:
+                self.cancel(child.run_id, f"its parent {run_id!r} was cancelled")
 
     # --- recording ------------------------------------------------------------------------
     def _write(self, state: RunState, table: str, row: tuple) -> None:
@@ -944,17 +1133,21 @@ class Engine:
 
     def _append(self, state: RunState, cursor: h.Cursor, event: h.Event) -> h.Event:
         state.history.append(event)
+        if event.handle is not None:
+            state.closed.add(event.handle)
         if state.budget is not None and event.kind == h.ACTIVITY:
             state.spend.add(event.loads() if event.ok else None)
         cursor.position += 1
         self._journal.record(state, "event_log", event_row(state.run_id, event))
         return event
 
-    def _record_event(self, state, cursor, kind, name, args, value_json, call_site) -> h.Event:
-        """Record a non-activity event (now, random, uuid, a wait's start or end, a marker)."""
+    def _record_event(self, state, cursor, kind, name, args, value_json, call_site,
+                      kwargs=None) -> h.Event:
+        """Record a non-activity event (now, random, uuid, a wait's start or end, a marker,
+        the start of concurrent work)."""
         digest, matched, text = None, None, None
         if args is not None:
-            text = h.canonical(args, {}, f"ctx.{kind}", state.run_id, name)
+            text = h.canonical(args, kwargs or {}, f"ctx.{kind}", state.run_id, name)
             digest, matched = h.digest_of(text), json.loads(text)
         event = h.Event(cursor.position + 1, kind, name, digest, True, value_json,
                         self.clock.now(), call_site=call_site, args=h.shown_args(text))

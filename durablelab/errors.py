@@ -103,6 +103,23 @@ class CompensationFailed(ActivityFailed):
     fields = ActivityFailed.fields + ("waited", "not_run", "failure")
 
 
+class ChildFailed(ActivityFailed):
+    """A child run (`ctx.child`, `ctx.start_child`) ended without a result: it failed, or
+    was cancelled. `child_run_id` names it and `child_status` says how it ended; the other
+    fields are an `ActivityFailed`'s, so code that catches that catches this too."""
+
+    fields = ActivityFailed.fields + ("child_run_id", "child_status")
+
+
+class Cancelled(DurableLabError):
+    """`engine.cancel(run_id)` asked this run to stop. Raised at the ctx call its code is
+    blocked in, or at its next one. Code may catch it to clean up (activities still run and
+    are recorded); if it propagates, the run ends with the status ``cancelled``. A
+    `ctx.saga()` block runs its compensations on it, as on `ActivityFailed`."""
+
+    fields = ("run_id", "reason", "position")
+
+
 class NonDeterminismError(DurableLabError):
     """Replay found the workflow code asking for something other than what history recorded.
 
@@ -757,6 +774,34 @@ def activity_failed(run_id, activity, position, attempts, error: ActivityError,
                             cause_message=error.message)
     failed.call_site = call_site
     return failed
+
+
+def child_failed(run_id: str, workflow: str, position: int, child_run_id: str,
+                 status: str, error_json: str | None, call_site: str | None) -> ChildFailed:
+    """The error a child run that ended without a result raises in its parent."""
+    cause = error_from_json(json.loads(error_json)) if error_json else None
+    cause_class = type(cause).__name__ if cause is not None else "Cancelled"
+    why = getattr(cause, "message", "") or status
+    failed = ChildFailed(
+        f"Child run {child_run_id!r} (workflow {workflow!r}, started by run {run_id!r} at "
+        f"position {position}) ended {status}: {why.splitlines()[0] if why else status}. "
+        f"The parent records this, so a replay raises it again at the same call. Fix: look "
+        f"at the child with engine.run({child_run_id!r}); catch dl.ChildFailed around "
+        f"ctx.child(...) to take another path.", run_id=run_id, activity=workflow,
+        position=position, attempts=1, error_class="ChildFailed", cause_class=cause_class,
+        cause_message=why, child_run_id=child_run_id, child_status=status)
+    failed.call_site = call_site
+    return failed
+
+
+def cancelled(run_id: str, reason: str | None, position: int) -> Cancelled:
+    """The error cancelled workflow code gets at the ctx call it is blocked in."""
+    said = f" ({reason})" if reason else ""
+    return Cancelled(
+        f"Run {run_id!r} was cancelled{said}; its code was told at position {position}. "
+        f"Catch dl.Cancelled to clean up (activities still run and are recorded); let it "
+        f"propagate and the run ends 'cancelled'.", run_id=run_id, reason=reason,
+        position=position)
 
 
 def compensation_failed(failed: ActivityFailed, waited: float, not_run: list,

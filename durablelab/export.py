@@ -103,7 +103,7 @@ PARQUET_COLUMNS = ("format_version", "record", "run_id", "seq", "data")
 COLUMN_TYPES = {
     "history": {"position": "int", "kind": "str", "name": "str", "ok": "bool", "value": "any",
                 "digest": "str?", "recorded_at": "num", "attempt": "int?", "outcome": "str?",
-                "error_class": "str?", "call_site": "str?", "args": "str?"},
+                "error_class": "str?", "call_site": "str?", "args": "str?", "handle": "int?"},
     "attempts": {"position": "int", "activity": "str", "attempt": "int?", "started_at": "num",
                  "ended_at": "num", "outcome": "str", "error_class": "str?", "error": "str?",
                  "delay": "num?", "max_attempts": "int?"},

@@ -149,6 +149,22 @@ def heartbeat(details: Any = None) -> None:
     _current("dl.heartbeat()").record(details)
 
 
+def idempotency_key() -> str:
+    """The idempotency key of the activity attempt in progress, ``"{run_id}:{position}"``:
+    the same on every attempt and after a crash. For activity code that cannot take the
+    ``idempotency_key=`` keyword (a framework's tool function): pass it on to the service
+    so the service can drop a repeat. Raises `HeartbeatError` outside an activity."""
+    found = _CURRENT.get()
+    where = getattr(found, "_where", None)
+    if where is None:
+        _current("dl.idempotency_key()")   # outside an activity: says so
+        raise HeartbeatError(
+            "dl.idempotency_key() was called in an activity run by an engine that gives "
+            "no idempotency keys; take the key from the engine you run on.",
+            call="dl.idempotency_key()")
+    return f"{where[2]}:{where[3]}"
+
+
 def last_heartbeat() -> Any:
     """The details of the last heartbeat this activity sent, in this attempt or an earlier
     one (before a retry or a crash), or None if it never sent one. Call it inside an
@@ -156,4 +172,4 @@ def last_heartbeat() -> Any:
     return _current("dl.last_heartbeat()").last()
 
 
-__all__ = ["heartbeat", "last_heartbeat"]
+__all__ = ["heartbeat", "idempotency_key", "last_heartbeat"]

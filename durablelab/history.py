@@ -24,6 +24,12 @@ from .fastjson import copied, fast_encoder, kept, matched_before
 ACTIVITY, NOW, RANDOM, UUID, PATCHED = "activity", "now", "random", "uuid", "patched"
 SLEEP, TIMER_FIRED = "sleep", "timer_fired"
 WAIT_SIGNAL, SIGNAL_RECEIVED, SIGNAL_TIMEOUT = "wait_signal", "signal_received", "signal_timeout"
+# Concurrency: `ctx.start_activity` and `ctx.start_child` record where the code started
+# something it does not wait for at once; its end is appended later (an ACTIVITY or CHILD
+# event whose `handle` is that position), whenever it happens. CANCELLED marks the call at
+# which the code was told of `engine.cancel`.
+START_ACTIVITY, START_CHILD, CHILD = "start_activity", "start_child", "child"
+CANCELLED = "cancelled"
 
 
 # Built once: json.dumps with non-default options would build an encoder on every call.
@@ -138,6 +144,9 @@ class Event:
     # The canonical JSON of the call's arguments, [args, kwargs], capped (see ARGS_CAP);
     # None for calls without input and for events written before history kept them.
     args: str | None = None
+    # For the end of something started concurrently (an ACTIVITY or CHILD event): the
+    # position of the start_activity or start_child event it ends; None otherwise.
+    handle: int | None = None
     # The arguments last seen to match this event (JSON-shaped), so replay can compare
     # cheaply before it pays for a digest. Never stored.
     matched_args: Any = field(default=None, repr=False, compare=False)
@@ -166,6 +175,15 @@ def site(frame) -> str | None:
     return f"{frame.f_code.co_filename}:{frame.f_lineno}"
 
 
+class CancelledHere(Exception):
+    """Raised by `Cursor.expect` where history says the code was told of a cancellation:
+    the `Context` turns it into `dl.Cancelled` at the same call."""
+
+    def __init__(self, event: Event):
+        super().__init__("cancelled")
+        self.event = event
+
+
 class Cursor:
     """Walks one run's history during one wake-up."""
 
@@ -175,6 +193,9 @@ class Cursor:
         self.workflow = workflow
         self.position = 0            # the last position handed out
         self.replayed = 0            # events handed back from history in this wake-up
+        #: handle position -> the event that ended it, for the ends this wake-up has seen
+        #: (see `absorb`).
+        self.ended: dict[int, Event] = {}
 
     @property
     def replaying(self) -> bool:
@@ -192,8 +213,29 @@ class Cursor:
         self.replayed += 1
         return event
 
+    def absorb(self) -> None:
+        """Take the ends of concurrent work that history holds at the next positions.
+
+        Only a call that blocks (waits for a handle, an activity, a timer, a signal) calls
+        this: such ends are appended while the code is blocked, so on replay they sit right
+        before the event the code recorded next, and the blocking call that was waiting for
+        them meets them first. A call that does not block never sees one, so `done()` on
+        replay answers what it answered the first time."""
+        history = self.history
+        while self.position < len(history) and history[self.position].handle is not None:
+            event = self.take()
+            self.ended[event.handle] = event
+
+    def cancelled(self) -> Event | None:
+        """The CANCELLED event at the next position, taken, if that is what history holds."""
+        event = self.peek()
+        if event is not None and event.kind == CANCELLED:
+            return self.take()
+        return None
+
     def expect(self, kind: str, name: str, call_site,
-               args: tuple | None = None, kwargs: dict | None = None) -> Event | None:
+               args: tuple | None = None, kwargs: dict | None = None,
+               blocking: bool = False) -> Event | None:
         """The recorded event for this request, or None when history has run out.
 
         `call_site` is the frame of the ctx call (formatted only if an error needs it).
@@ -201,7 +243,9 @@ class Cursor:
         NonDeterminismError when the event at this position is a different request: another
         kind or name, or arguments whose digest differs from the recorded one. (Arguments
         equal to the ones that last matched this event are known to match: see
-        `fastjson.matched_before`.)
+        `fastjson.matched_before`.) A `blocking` request (an activity the code waits for)
+        first takes the ends of concurrent work that precede it (`absorb`); a CANCELLED
+        event raises `CancelledHere`.
         """
         position = self.position
         if position >= len(self.history):
@@ -209,7 +253,13 @@ class Cursor:
         event = self.history[position]
         if kwargs is None:
             kwargs = {}
-        if event.kind != kind or event.name != name:
+        if event.kind != kind or event.name != name or event.handle is not None:
+            if event.kind == CANCELLED:
+                self.take()
+                raise CancelledHere(event)
+            if blocking and event.handle is not None:
+                self.absorb()
+                return self.expect(kind, name, call_site, args, kwargs)
             text = None if args is None else canonical(args, kwargs, f"ctx.{kind}",
                                                        call_site, name)
             raise self.diverged(event, kind, name, None if text is None else digest_of(text),

@@ -27,7 +27,7 @@ import pandas as pd
 from .records import waiting_columns
 
 HISTORY_COLUMNS = ["position", "kind", "name", "ok", "value", "digest", "recorded_at",
-                   "attempt", "outcome", "error_class", "call_site", "args"]
+                   "attempt", "outcome", "error_class", "call_site", "args", "handle"]
 ATTEMPT_COLUMNS = ["position", "activity", "attempt", "started_at", "ended_at", "outcome",
                    "error_class", "error", "delay", "max_attempts"]
 WAKEUP_COLUMNS = ["woke_at", "reason", "replayed", "recorded"]
@@ -105,7 +105,7 @@ class Run:
         out as the frames above. `Engine.run(run_id)` is
         ``Run.from_snapshot(engine.snapshot(run_id))``."""
         events = [(e.position, e.kind, e.name, e.ok, e.loads(), e.digest, e.recorded_at,
-                   e.attempt, e.outcome, e.error_class, e.call_site, e.args)
+                   e.attempt, e.outcome, e.error_class, e.call_site, e.args, e.handle)
                   for e in snapshot.events]
         try:
             history = pd.DataFrame(events, columns=HISTORY_COLUMNS)
@@ -135,7 +135,7 @@ class Run:
                                          kind="stable")
                     .drop(columns="order").reset_index(drop=True)
                     .astype({"attempt": "Int64", "max_attempts": "Int64"}))
-        history = history.astype({"attempt": "Int64"})
+        history = history.astype({"attempt": "Int64", "handle": "Int64"})
         return cls(
             run_id=snapshot.run_id, workflow=snapshot.workflow, status=snapshot.status,
             input=snapshot.input, result=snapshot.result, error=snapshot.error,

@@ -31,6 +31,11 @@ if TYPE_CHECKING:
     from .activities import Attempt
 
 
+#: The name `engine.cancel` records its request under in the `signals` table: a cancel
+#: arrives as signals do (committed at once, in order), and no wait may ask for it.
+CANCEL_SIGNAL = "durablelab.cancel"
+
+
 @dataclass
 class Signal:
     seq: int
@@ -75,6 +80,16 @@ class RunState:
     waking: tuple | None = None   # (woke_at, reason, cursor, events before) during a wake-up
     due_at: float | None = None
     inflight: "Attempt | None" = None   # an attempt that outlasts its wake-up
+    #: concurrency (`ctx.start_activity`, `ctx.start_child`): the attempts in flight by the
+    #: position that started them; the latest request made at each (what a retry runs);
+    #: the positions whose end history holds; what the code waits for (positions, all?).
+    flying: dict = field(default_factory=dict)
+    requests: dict = field(default_factory=dict)
+    closed: set = field(default_factory=set)
+    awaiting: tuple | None = None
+    #: `engine.cancel` asked for it and the code has not been told yet; and why.
+    cancel_pending: bool = False
+    cancel_reason: str | None = None
     pending: dict = field(default_factory=dict)           # uncommitted rows, by table
     pending_end: RunEnd | None = None
     damage: DurableLabError | None = None   # a DamagedRunError: the run is set aside
@@ -84,12 +99,14 @@ class RunState:
     overrides: Overrides | None = None   # start(policies=): replaces the code's policies
     stored_error: str | None = None   # the error JSON the store holds while it says diverged
     forked_from: str | None = None    # the run `fork` copied this one's first events from
+    #: (parent run id, position) of a child run (`ctx.start_child`), else None
+    child_of: tuple | None = None
     input_kept: tuple | bool | None = field(default=None, repr=False)   # see input()
 
     def __post_init__(self):
         if self.options_json:
-            self.timeout, self.budget, self.forked_from, self.overrides = _options(
-                self.options_json)
+            (self.timeout, self.budget, self.forked_from, self.overrides,
+             self.child_of) = _options(self.options_json)
 
     def waiting_detail(self) -> dict | None:
         """What the run waits on ({on, name, position, since, until}) while it is stored
@@ -126,7 +143,7 @@ def snapshot_of(state: RunState, crash_rows: list[CrashRecord]) -> RunSnapshot:
         parent_run_id=state.parent_run_id, workflow_registered=state.fn is not None,
         events=tuple(EventRow(e.position, e.kind, e.name, e.ok, e.value, e.digest,
                               e.recorded_at, e.attempt, e.started_at, e.outcome,
-                              e.error_class, e.error, e.call_site, e.args)
+                              e.error_class, e.error, e.call_site, e.args, e.handle)
                      for e in state.history),
         retried=tuple(AttemptRow(*row[1:]) for rows in state.attempts.values()
                       for row in rows),
@@ -140,14 +157,15 @@ def snapshot_of(state: RunState, crash_rows: list[CrashRecord]) -> RunSnapshot:
 
 @functools.lru_cache(maxsize=1024)
 def _options(options_json: str) -> tuple:
-    """(timeout, budget, forked_from, overrides) of a run's stored options. Runs that store
+    """(timeout, budget, forked_from, overrides, child_of) of a run's stored options. Runs that store
     the same options (a sweep's cell) share the parse: a frozen `Budget` and one
     `Overrides`, with its per-activity lookups."""
     options = json.loads(options_json)
     budget = Budget(**options["budget"]) if options.get("budget") else None
     policies = options.get("policies")
     overrides = Overrides(policies, "the run's stored policies") if policies else None
-    return options.get("timeout"), budget, options.get("forked_from"), overrides
+    child_of = tuple(options["child_of"]) if options.get("child_of") else None
+    return options.get("timeout"), budget, options.get("forked_from"), overrides, child_of
 
 
 def options_json(options: dict[str, str]) -> str | None:
@@ -222,11 +240,20 @@ def fill(runs: dict[str, RunState], loaded: dict, path: str | None) -> None:
         if position != len(history) + 1:
             state.damage = history_gap(path, run_id, position, len(history) + 1)
             continue
-        history.append(h.Event(*row[1:]))
+        event = h.Event(*row[1:])
+        history.append(event)
+        if event.handle is not None:
+            state.closed.add(event.handle)
     for row in loaded["attempts"]:
         runs[row.run_id].attempts.setdefault(row.position, []).append(row)
     for row in loaded["signals"]:
-        runs[row.run_id].signals.append(Signal(*row[1:]))
+        state = runs[row.run_id]
+        if row.name == CANCEL_SIGNAL:   # a cancel the code has not been told of yet
+            asked = json.loads(row.value)
+            state.cancel_reason = asked.get("reason") if isinstance(asked, dict) else None
+            state.cancel_pending = state.history is not None and not any(
+                e.kind == h.CANCELLED for e in state.history)
+        state.signals.append(Signal(*row[1:]))
     for row in loaded["faults"]:
         runs[row.run_id].fault_rows.append(row)
     for row in loaded["wakeups"]:

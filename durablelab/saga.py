@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .errors import ActivityFailed, BadValue, compensation_failed
+from .errors import ActivityFailed, BadValue, Cancelled, compensation_failed
 from .retry import RetryPolicy
 
 #: Seconds a failed compensation waits for a person before the run fails: one day.
@@ -60,7 +60,7 @@ class Saga:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
-        if exc_type is None or not issubclass(exc_type, ActivityFailed):
+        if exc_type is None or not issubclass(exc_type, (ActivityFailed, Cancelled)):
             return False
         pending = list(reversed(self._undo))
         while pending:

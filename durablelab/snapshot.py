@@ -45,6 +45,8 @@ class EventRow(NamedTuple):
     error: str | None
     call_site: str | None
     args: str | None
+    #: the end of concurrent work: the position of the start_activity/start_child it ends
+    handle: int | None = None
 
     def loads(self) -> Any:
         """The event's value, decoded from its JSON."""

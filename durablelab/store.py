@@ -35,7 +35,7 @@ from .records import (AttemptRecord, CrashRecord, FaultRecord, RunEnd, RunRecord
                       SignalRecord, WakeupRecord, as_records)
 from .sealed import catalog, connect, head
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 #: The statuses of runs a fresh worker picks up again.
 UNFINISHED = ("running", "waiting", "diverged")
@@ -101,10 +101,12 @@ SELECT run_id, position,
        body ->> '$[9]'                    AS error_class,
        body ->> '$[10]'                   AS error,
        body ->> '$[11]'                   AS call_site,   -- 'file:line' of the ctx call
-       body ->> '$[12]'                   AS args         -- canonical JSON of its arguments,
+       body ->> '$[12]'                   AS args,        -- canonical JSON of its arguments,
                                                           -- [args, kwargs], cut at 2,000
                                                           -- characters (history.ARGS_CAP);
                                                           -- NULL before schema 4
+       CAST(body -> '$[13]' AS INTEGER)   AS handle       -- the end of concurrent work: the
+                                                          -- position that started it
 FROM event_log;
 -- Attempts that did not end their activity (they failed and a retry was scheduled).
 -- `delay` is the backoff chosen; the retry is due at ended_at + delay: a durable timer.
@@ -192,9 +194,10 @@ CREATE TABLE events (
 """
 
 EVENT_COLS = ("run_id", "position", "kind", "name", "digest", "ok", "value", "recorded_at",
-              "attempt", "started_at", "outcome", "error_class", "error", "call_site", "args")
-#: The columns of schema 2's `events` table (it had no args).
-EVENT_COLS_V2 = EVENT_COLS[:-1]
+              "attempt", "started_at", "outcome", "error_class", "error", "call_site", "args",
+              "handle")
+#: The columns of schema 2's `events` table (it had no args, nor handle).
+EVENT_COLS_V2 = EVENT_COLS[:-2]
 EVENT_LOG_COLS = ("run_id", "position", "body")
 # The other tables' columns are their row types' fields (durablelab/records.py).
 ATTEMPT_COLS = AttemptRecord._fields
@@ -221,8 +224,11 @@ def event_body(e) -> str:
     """The `body` of an event's event_log row: its fields after run_id and position, as
     compact JSON (`history.compact`: a float keeps every digit, a lone surrogate is
     escaped, so the body reaches DuckDB and reads back exactly)."""
-    return h.compact([e.kind, e.name, e.digest, e.ok, e.value, e.recorded_at, e.attempt,
-                      e.started_at, e.outcome, e.error_class, e.error, e.call_site, e.args])
+    fields = [e.kind, e.name, e.digest, e.ok, e.value, e.recorded_at, e.attempt,
+              e.started_at, e.outcome, e.error_class, e.error, e.call_site, e.args]
+    if e.handle is not None:   # only ends of concurrent work carry it: other bodies stay
+        fields.append(e.handle)   # as schema 4 wrote them, byte for byte
+    return h.compact(fields)
 
 
 def encoded(row: tuple) -> tuple:
@@ -249,6 +255,11 @@ def _event_fields(body: str) -> list | None:
     return fields
 
 
+#: What a body shorter than today's lacks (args before schema 4, handle but for the ends of
+#: concurrent work), so every loaded event has the `events` view's columns.
+_MISSING = (None,) * (len(EVENT_COLS) - 2)
+
+
 def decoded(rows) -> tuple[list, list]:
     """(events, damaged) of event_log rows: events in the `events` view's shape, with the
     body decoded here (json.loads is cheaper than twelve JSON extractions a row in the
@@ -261,7 +272,7 @@ def decoded(rows) -> tuple[list, list]:
             damaged.append((run_id, position, "its event's body is not the JSON durablelab "
                                               "wrote", "events"))
         else:
-            events.append((run_id, position, *fields))
+            events.append((run_id, position, *fields, *_MISSING[len(fields):]))
     return events, damaged
 
 
@@ -489,7 +500,9 @@ class Store:
         written before keep their 12 items (their `args` reads NULL: digests only), so from
         schema 3 only the views change. Schema 5 stores a waiting run as 'waiting', with what
         it waits on in the new `runs.waiting` column; the runs an older engine left 'running'
-        stay so until an engine wakes them. `tables`: the store's `catalog`, checked."""
+        stay so until an engine wakes them. Schema 6 adds a 14th body item to the ends of
+        concurrent work (`handle`); other bodies are unchanged, so only the views change.
+        `tables`: the store's `catalog`, checked."""
         self.con.execute("BEGIN")
         try:
             old = []

@@ -107,11 +107,23 @@ class _ReplayOnly:
     def execute_activity(self, state, cursor, request):
         raise Suspend(None, h.ACTIVITY, name=request.name)
 
-    def record_event(self, state, cursor, kind, name, args, value_json, call_site):
+    def record_event(self, state, cursor, kind, name, args, value_json, call_site,
+                     kwargs=None):
         raise Suspend(None, kind, name=name)
 
     def signal_for(self, state, name, k):
         return None
+
+    # Started work runs nowhere in a replay: its end is in history, or the replay ends at
+    # the wait for it.
+    def launch(self, state, position, request):
+        pass
+
+    def start_child(self, state, position, workflow, input_json, child_run_id, policies):
+        pass
+
+    def child_ended(self, state, position, child_run_id):
+        pass
 
 
 def describe(side: dict | None, args: Any = None, digest: bool = False) -> str:
@@ -305,12 +317,14 @@ def _runs_of(name: str, source) -> tuple[str, list[tuple]]:
 def _events_of(run) -> list[h.Event]:
     """A `Run.history` frame back as the Events replay walks (values as JSON text)."""
     frame = run.history
+    handles = frame["handle"] if "handle" in frame else [None] * len(frame)
     out = []
-    for position, kind, name, ok, value, digest in zip(
+    for position, kind, name, ok, value, digest, handle in zip(
             frame["position"], frame["kind"], frame["name"], frame["ok"], frame["value"],
-            frame["digest"]):
+            frame["digest"], handles):
         out.append(h.Event(int(position), kind, name, None if pd.isna(digest) else digest,
-                           bool(ok), None if value is None else h.compact(value), 0.0))
+                           bool(ok), None if value is None else h.compact(value), 0.0,
+                           handle=None if handle is None or pd.isna(handle) else int(handle)))
     return out
 
 

@@ -37,7 +37,8 @@ def run_row(run_id):
 
 def view_row(run_id, e):
     return (run_id, e.position, e.kind, e.name, e.digest, e.ok, e.value, e.recorded_at,
-            e.attempt, e.started_at, e.outcome, e.error_class, e.error, e.call_site, e.args)
+            e.attempt, e.started_at, e.outcome, e.error_class, e.error, e.call_site, e.args,
+            e.handle)
 
 
 def wal_size(path) -> int:
@@ -56,7 +57,8 @@ json_text = st.recursive(
 event_fields = st.tuples(text, text, st.none() | text, st.booleans(), st.none() | json_text,
                          number, st.none() | st.integers(-2**31, 2**31 - 1), st.none() | number,
                          st.none() | text, st.none() | text, st.none() | json_text,
-                         st.none() | text, st.none() | json_text | text)
+                         st.none() | text, st.none() | json_text | text,
+                         st.none() | st.integers(1, 2**31 - 1))
 EXTREMES = [(1, ("a", 'n"\\\n', None, False, '"[1]"', 5e-324, None, -1.7976931348623157e308,
                  None, None, '{"k":-0.0}', "f.py:1")),
             (2 ** 31 - 1, ("", "", "", True, "null", -1e-310, 2 ** 31 - 1, 0.1, "ok", "", "",

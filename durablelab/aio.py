@@ -1,0 +1,48 @@
+"""Awaiting an `async def` activity from the engine's synchronous attempt.
+
+Activity code written for asyncio (the openai client's async API, Pydantic AI, LangGraph)
+returns a coroutine; the attempt must await it before it can record the result. It runs on
+a private event loop, so it never touches the caller's. In a notebook the kernel's own loop
+is already running in this thread, and a second loop cannot run there, so the coroutine
+then runs on a private loop in a helper thread while the attempt waits for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+from typing import Any, Awaitable
+
+
+def run(awaitable: Awaitable) -> Any:
+    """The value of `awaitable`, awaited to the end on a private event loop (its exception,
+    raised here, if it fails)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:   # no loop in this thread: the common case
+        return _on_private_loop(awaitable)
+    result: dict[str, Any] = {}
+    context = contextvars.copy_context()   # dl.heartbeat() must find the attempt there too
+
+    def worker():
+        try:
+            result["value"] = context.run(_on_private_loop, awaitable)
+        except BaseException as exc:   # handed back to the attempt, which classifies it
+            result["error"] = exc
+
+    thread = threading.Thread(target=worker, name="durablelab-async-activity")
+    thread.start()
+    thread.join()
+    if "error" in result:
+        raise result["error"]
+    return result["value"]
+
+
+def _on_private_loop(awaitable: Awaitable) -> Any:
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(awaitable)
+    finally:
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
