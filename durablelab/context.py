@@ -396,18 +396,18 @@ class Context:
         if ready(hd.position in ended for hd in handles):
             return
         self._cursor.absorb()
-        if ready(hd.position in ended for hd in handles):
-            return
-        told = self._cursor.cancelled()
+        told = self._cursor.cancelled()   # a cancel comes before what it ended
         if told is not None:
             raise self._told(told)
+        if not self._cursor.replaying and self._state.cancel_pending:
+            self._cancel_here(frame)
+        if ready(hd.position in ended for hd in handles):
+            return
         if self._cursor.replaying:   # the code waits where it did not before
             self.diverged = self._cursor.diverged(
                 self._cursor.peek(), "wait", ", ".join(hd.name for hd in handles), None,
                 frame, "different_call")
             raise self.diverged
-        if self._state.cancel_pending:
-            self._cancel_here(frame)
         for hd in handles:   # a child that ended while this run's worker was down
             if hd.kind == "child" and hd.position not in ended:
                 self._port.child_ended(self._state, hd.position, hd.child_run_id)

@@ -22,7 +22,7 @@ from .errors import ActivityFailed, NonDeterminismError, WorkflowError
 from .waits import pair_waits
 
 #: Every state `diagnose` can report.
-STATES = ("completed", "continued", "failed", "workflow_error", "diverged", "waiting_timer",
+STATES = ("completed", "continued", "cancelled", "failed", "workflow_error", "diverged", "waiting_timer",
           "waiting_signal", "backoff", "running", "unregistered")
 _SHORT_FIX = {
     "different_call": "restore the old step for runs recorded before the change, or guard "
@@ -97,6 +97,8 @@ def diagnose(run) -> Diagnosis:
         return _completed(run)
     if run.status == "continued":
         return _continued(run)
+    if run.status == "cancelled":
+        return _cancelled(run)
     if run.status == "diverged":
         return _diverged(run)
     if run.status == "failed":
@@ -135,6 +137,21 @@ def _continued(run) -> Diagnosis:
     return _make(run, "continued", f"Continued as new run {after!r} {_rel(run, run.ended_at)}, "
                  f"after {len(run.history)} events; that run carries on from here.",
                  run.history.tail(1), at=run.ended_at, continued_as=after)
+
+
+def _cancelled(run) -> Diagnosis:
+    error, history = run.error, run.history
+    reason = getattr(error, "reason", None)
+    told = history[history.kind.eq("cancelled")]
+    where = (f"; its code was told at position {int(told.position.iloc[-1])}"
+             if len(told) else "")
+    abandoned = run.attempts[run.attempts.outcome.eq("canceled")]
+    dropped = (f", and {len(abandoned)} attempt(s) in flight were abandoned "
+               f"({', '.join(sorted(set(abandoned.activity)))})" if len(abandoned) else "")
+    return _make(run, "cancelled", f"Cancelled {_rel(run, run.ended_at)}"
+                 f"{f' ({reason})' if reason else ''}{where}{dropped}.",
+                 told if len(told) else history.tail(1), abandoned, at=run.ended_at,
+                 reason=reason)
 
 
 def _failed(run) -> Diagnosis:
@@ -225,6 +242,9 @@ def _unfinished(run) -> Diagnosis:
                               len(timers))
     if len(inflight):
         return _temporal_inflight(run, inflight, timers)
+    started = _open_started(run)
+    if started is not None:
+        return started
     if getattr(run, "source", "durablelab") == "temporal":
         return _make(run, "running", (
             f"Running: the history ends {_rel(run, run.latest_at)} with nothing open that "
@@ -241,12 +261,47 @@ def _unfinished(run) -> Diagnosis:
                  f"attempt is in flight.", last, since=run.latest_at)
 
 
+def _ended_positions(history) -> set:
+    """Positions whose step has ended: every event's, but a start_activity's or
+    start_child's only once its end (which names it as `handle`) is recorded."""
+    ends = set(history.handle.dropna().astype(int)) if "handle" in history else set()
+    started = history.kind.isin(["start_activity", "start_child"])
+    return set(history.position[~started]) | (set(history.position[started]) & ends)
+
+
+def _open_started(run) -> Diagnosis | None:
+    """What a run waits for among the activities and children it started, or None."""
+    history = run.history
+    started = history[history.kind.isin(["start_activity", "start_child"])]
+    if not len(started):
+        return None
+    ended = _ended_positions(history)
+    open_ = started[~started.position.isin(ended)]
+    if not len(open_):
+        return None
+    flying = run.attempts[run.attempts.outcome.eq("in_flight")]
+    parts = []
+    for row in open_.itertuples(index=False):
+        what = ("child " + row.name.rpartition(":")[2] if row.kind == "start_child"
+                else repr(row.name))
+        attempt = flying[flying.position == row.position]
+        how = (f"attempt {int(attempt.attempt.iloc[0])} in flight, started "
+               f"{_rel(run, float(attempt.started_at.iloc[0]))}" if len(attempt)
+               else "its child run working" if row.kind == "start_child"
+               else "between attempts")
+        parts.append(f"{what} at position {int(row.position)} ({how})")
+    kinds = "activities" if open_.kind.eq("start_activity").all() else "started steps"
+    return _make(run, "running", f"Running: waiting for {len(open_)} of {len(started)} "
+                 f"{kinds}: {'; '.join(parts)}.", open_, flying, since=run.latest_at,
+                 open=[int(p) for p in open_.position], started=len(started))
+
+
 def _pending_retry(run):
     """The last failed attempt of an activity whose event is not recorded yet, or None."""
     attempts = run.attempts
     if not len(attempts) or "delay" not in attempts:
         return None
-    recorded = set(run.history.position)
+    recorded = _ended_positions(run.history)
     open_ = attempts[~attempts.position.isin(recorded) & attempts.delay.notna()
                      & attempts.outcome.ne("crashed")]
     return None if not len(open_) else open_.iloc[-1]

@@ -1083,6 +1083,25 @@ class Engine:
             state.attempts.setdefault(row.position, []).append(row)
             self._write(state, "attempts", row)
 
+    def _close_started(self, state: RunState) -> None:
+        """End every activity the cancelled run started and nothing has ended, as failed
+        with the cause Cancelled, so that no replay launches it again."""
+        cursor = h.Cursor(state.history, state.run_id, state.workflow)
+        for event in [e for e in state.history if e.kind == h.START_ACTIVITY
+                      and e.position not in state.closed]:
+            tried = len(state.attempts.get(event.position, ()))
+            failed = ActivityFailed(
+                f"Activity {event.name!r} (run {state.run_id!r}, position {event.position}) "
+                f"was abandoned: its run was cancelled.", run_id=state.run_id,
+                activity=event.name, position=event.position, attempts=tried,
+                error_class="Cancelled", cause_class="Cancelled",
+                cause_message="its run was cancelled")
+            cursor.position = len(state.history)
+            self._append(state, cursor, h.Event(
+                cursor.position + 1, h.ACTIVITY, event.name, event.digest, False,
+                json.dumps(failed.to_json()), self.clock.now(), tried or None, None,
+                "canceled", "Cancelled", "its run was cancelled", handle=event.position))
+
     def cancel(self, run_id: str, reason: str | None = None) -> None:
         """Ask run `run_id` to stop. Recorded at once; its code gets `dl.Cancelled` at the
         ctx call it is blocked in (or at its next one), attempts in flight are abandoned
@@ -1110,6 +1129,7 @@ class Engine:
         state.signals.append(arrived)
         state.cancel_pending, state.cancel_reason = True, reason
         self._abandon(state, "its run was cancelled")
+        self._close_started(state)
         self._journal.turn_ended(state)
         if state.status == "diverged" or state.fn is None:   # no code can be told: stop it
             self._end(state, "cancelled", error=cancelled(run_id, reason, len(state.history)))

@@ -277,7 +277,9 @@ class Cursor:
         return event
 
     def expect_end(self) -> NonDeterminismError | None:
-        """Called when the workflow returns: history must have been consumed."""
+        """Called when the workflow returns: history must have been consumed (ends of
+        concurrent work appended after it returned, as a cancel appends, aside)."""
+        self.absorb()
         event = self.peek()
         if event is None:
             return None

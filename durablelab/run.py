@@ -118,18 +118,22 @@ class Run:
         # rows that share a start: a crash before or during an attempt comes before the
         # attempt that replaced it; one after its record, after.
         rows = [(*row, 1) for row in snapshot.retried]
-        rows += [(e.position, e.name, e.attempt, e.started_at, e.recorded_at, e.outcome,
-                  e.error_class, e.error, None, None, 1)
-                 for e in snapshot.events if e.kind == "activity"]
+        # A started activity's end names the position that started it: its attempts are
+        # that position's (as its failed attempts and its idempotency key are).
+        rows += [(e.position if e.handle is None else e.handle, e.name, e.attempt,
+                  e.started_at, e.recorded_at, e.outcome, e.error_class, e.error, None, None, 1)
+                 for e in snapshot.events if e.kind == "activity"
+                 and e.started_at is not None]   # (the end a cancel gives an activity it
+        # abandoned is no attempt: its abandoned attempt is among `retried`)
         names = {e.position: e.name for e in snapshot.events}
         rows += [(f.position, names.get(f.position, "?"), f.attempt, f.fired_at, f.fired_at,
                   "crashed", None, f"worker crashed at {f.point}", None, None,
                   2 if f.point == "after_record" else 0)
                  for f in snapshot.crash_faults if f.point != "during_wait"]
-        o = snapshot.inflight
-        if o is not None:   # started, not ended: in flight, or hung for good
-            rows.append((o.position, o.activity, o.attempt, o.started_at, None,
-                         "in_flight", None, None, None, None, 3))
+        for o in (snapshot.inflight, *snapshot.started):
+            if o is not None:   # started, not ended: in flight, or hung for good
+                rows.append((o.position, o.activity, o.attempt, o.started_at, None,
+                             "in_flight", None, None, None, None, 3))
         attempts = pd.DataFrame(rows, columns=[*ATTEMPT_COLUMNS, "order"])
         attempts = (attempts.sort_values(["position", "started_at", "order", "attempt"],
                                          kind="stable")

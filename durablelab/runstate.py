@@ -150,6 +150,8 @@ def snapshot_of(state: RunState, crash_rows: list[CrashRecord]) -> RunSnapshot:
         crash_faults=tuple(CrashFault(f.position, f.attempt, f.point, f.fired_at)
                            for f in state.fault_rows if f.type == "Crash"),
         inflight=None if o is None else InFlight(o.position, o.name, o.attempt, o.started_at),
+        started=tuple(InFlight(o.position, o.name, o.attempt, o.started_at)
+                      for _, o in sorted(state.flying.items())),
         wakeups=tuple(WakeupRow(*row[1:]) for row in state.wakeups),
         crashes=tuple(CrashRow(*row) for row in crash_rows),
         waiting=state.waiting_detail())

@@ -128,6 +128,8 @@ class RunSnapshot:
     retried: tuple[AttemptRow, ...] = ()
     crash_faults: tuple[CrashFault, ...] = ()
     inflight: InFlight | None = None
+    #: attempts of started activities (`ctx.start_activity`) in flight, by position
+    started: tuple[InFlight, ...] = ()
     wakeups: tuple[WakeupRow, ...] = ()
     crashes: tuple[CrashRow, ...] = ()
     waiting: dict | None = None    # a waiting run's {on, name, position, since, until}

@@ -568,3 +568,54 @@ def test_history_with_concurrent_work_survives_export_and_load(tmp_path):
     path = dl.export(engine, tmp_path / "runs.jsonl")
     [loaded] = dl.load(path)
     assert json.loads(loaded.history.to_json()) == json.loads(engine.run(run_id).history.to_json())
+
+
+# --- dl.agents.react(parallel_tools=True) ---------------------------------------------------------
+
+def fetch_page(url: str) -> dict:
+    """Fetch a web page and return its title."""
+    return {"title": url.upper()}
+
+
+def send_payment(amount: float, idempotency_key: str | None = None) -> dict:
+    """Pay an amount (EUR)."""
+    return {"paid": amount, "key": idempotency_key}
+
+
+def two_turn_model(messages, tools, feedback=None):
+    """Asks for three tools in one turn, then answers with what came back, in order."""
+    usage = {"input_tokens": 10, "output_tokens": 5, "cost": 0.0}
+    if messages[-1]["role"] == "user":
+        return {"content": None, "usage": usage, "tool_calls": [
+            {"id": "c1", "name": "fetch_page", "arguments": {"url": "a"}},
+            {"id": "c2", "name": "send_payment", "arguments": {"amount": 5.0}},
+            {"id": "c3", "name": "fetch_page", "arguments": {"url": "b"}}]}
+    seen = [m["tool_call_id"] for m in messages if m["role"] == "tool"]
+    return {"content": ",".join(seen), "tool_calls": [], "usage": usage}
+
+
+def test_react_with_parallel_tools_runs_a_turns_calls_at_once_and_answers_in_call_order():
+    engine = dl.Engine()
+
+    def agent(ctx, task):
+        return dl.agents.react(ctx, task, model=two_turn_model,
+                               tools=[fetch_page, send_payment], parallel_tools=True,
+                               approval=["send_payment"])
+
+    run_id = engine.start(agent, "research and pay", run_id="r",
+                          faults=[Latency("fetch_page", seconds=30.0)])
+    engine.run_until_blocked()   # the payment waits for a person; the fetches do not
+    run = engine.run(run_id)
+    fetched = run.attempts[run.attempts.activity == "fetch_page"]
+    assert list(fetched.outcome) == ["ok", "ok"] and list(fetched.ended_at) == [30.0, 30.0]
+    assert run.status == "waiting"
+    engine.signal(run_id, "approve:send_payment", {"approved": True})
+    engine.run_until_idle()
+    run = engine.run(run_id)
+    assert run.result["answer"] == "c1,c2,c3"
+    paid = run.history[run.history.name == "send_payment"]
+    assert paid.value.iloc[-1]["result"]["key"] == f"r:{int(paid.handle.iloc[-1])}"
+    # the two fetches overlapped: each has a lane of its own on the timeline
+    from durablelab.viz.plots import activity_attempts
+    assert sorted(set(activity_attempts(run).lane)) == ["fetch_page", "fetch_page ·2",
+                                                        "model", "send_payment"]

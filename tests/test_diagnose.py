@@ -192,7 +192,7 @@ def test_running_before_the_code_ran_and_while_an_attempt_is_in_flight(engine):
 def test_works_on_a_run_built_without_an_engine():
     history = pd.DataFrame([(1, "sleep", "sleep", True, {"seconds": 7200.0, "deadline": 7300.0},
                              None, 100.0, None, None, None, None, None)],
-                           columns=HISTORY_COLUMNS)
+                           columns=HISTORY_COLUMNS[:-1])   # without `handle`: as before concurrency
     run = dl.Run(run_id="by-hand", workflow="m:f", status="waiting", input=None, result=None,
                  error=None, seed=0, started_at=100.0, ended_at=None, parent_run_id=None,
                  history=history, attempts=pd.DataFrame([], columns=ATTEMPT_COLUMNS),

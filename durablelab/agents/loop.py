@@ -59,7 +59,8 @@ _TAG = re.compile(r"\n\[durablelab discarded usage (\{.*\})\]$")
 
 
 def react(ctx, task: str, *, model, tools, max_turns: int = 10, budget: Budget | None = None,
-          approval=None, system: str | None = None, policies: dict | None = None) -> dict:
+          approval=None, system: str | None = None, policies: dict | None = None,
+          parallel_tools: bool = False) -> dict:
     """Run a ReAct agent loop on `task` as workflow code, and return how it ended.
 
     Call it from a workflow function: ``def agent(ctx, task): return dl.agents.react(ctx,
@@ -83,6 +84,9 @@ def react(ctx, task: str, *, model, tools, max_turns: int = 10, budget: Budget |
         policies: ``{"model" or a tool name: RetryPolicy}`` replacing `MODEL_POLICY` /
             `TOOL_POLICY`; a `CircuitBreaker` on the model's policy makes an open circuit
             stop the loop with ``"circuit_open"``.
+        parallel_tools: run one turn's tool calls concurrently (`ctx.start_activity`), as
+            models that ask for several tools at once expect; their results go back to
+            the model in call order. A call waiting for approval holds only itself.
 
     Returns ``{"answer", "stop_reason", "turns", "usage"}``: the model's final text (None
     unless it answered), one of ``"answered"``, ``"max_turns"``, ``"budget:<limit>"``,
@@ -136,8 +140,12 @@ def react(ctx, task: str, *, model, tools, max_turns: int = 10, budget: Budget |
         messages.append({"role": "assistant", "content": reply["content"], "tool_calls": calls})
         if not calls:
             return ended("answered", reply["content"])
-        for call in calls:
-            observation = _use_tool(ctx, by_name[call["name"]], call, approvals, policies)
+        if parallel_tools:
+            observations = _use_tools_at_once(ctx, calls, by_name, approvals, policies)
+        else:
+            observations = (_use_tool(ctx, by_name[call["name"]], call, approvals, policies)
+                            for call in calls)
+        for call, observation in zip(calls, observations):
             messages.append({"role": "tool", "tool_call_id": call["id"], "name": call["name"],
                              "content": json.dumps(observation, sort_keys=True)})
     return ended("max_turns")
@@ -145,18 +153,57 @@ def react(ctx, task: str, *, model, tools, max_turns: int = 10, budget: Budget |
 
 def _use_tool(ctx, fn: Callable, call: dict, approvals: dict, policies: dict) -> Any:
     """Run one checked tool call as an activity; its result, or an error observation."""
-    name = call["name"]
-    if name in approvals:
-        decision = ctx.wait_signal(f"approve:{name}", timeout=approvals[name])
-        if decision is None:
-            return {"error": NOT_APPROVED.format(
-                tool=name, why=f"no answer came within {approvals[name]:g}s")}
-        if not (isinstance(decision, dict) and decision.get("approved") is True):
-            return {"error": NOT_APPROVED.format(tool=name, why="the person refused")}
+    refused = _refused(ctx, call["name"], approvals)
+    if refused is not None:
+        return refused
     args, kwargs = call_args(fn, call["arguments"])
+    return _observed(lambda: ctx.activity(call["name"], _tool_step(fn), *args,
+                                          policy=policies[call["name"]],
+                                          start_to_close=TOOL_TIMEOUT, **kwargs))
+
+
+def _use_tools_at_once(ctx, calls: list, by_name: dict, approvals: dict,
+                       policies: dict) -> list:
+    """Run a turn's tool calls concurrently: the ones that need no approval start at once,
+    then each gated one starts when its approval comes (the others run meanwhile); the
+    observations come back in call order."""
+    def start(call):
+        fn = by_name[call["name"]]
+        args, kwargs = call_args(fn, call["arguments"])
+        return ctx.start_activity(call["name"], _tool_step(fn), *args,
+                                  policy=policies[call["name"]], start_to_close=TOOL_TIMEOUT,
+                                  **kwargs)
+
+    started = {i: start(call) for i, call in enumerate(calls) if call["name"] not in approvals}
+    observations = {}
+    for i, call in enumerate(calls):
+        if i not in started:
+            observations[i] = _refused(ctx, call["name"], approvals)
+            if observations[i] is None:
+                started[i] = start(call)
+    for i, handle in started.items():
+        observations[i] = _observed(handle.result)
+    return [observations[i] for i in range(len(calls))]
+
+
+def _refused(ctx, name: str, approvals: dict) -> dict | None:
+    """Wait for a gated tool's approval: None when approved, else the observation that
+    tells the model it was not."""
+    if name not in approvals:
+        return None
+    decision = ctx.wait_signal(f"approve:{name}", timeout=approvals[name])
+    if decision is None:
+        return {"error": NOT_APPROVED.format(
+            tool=name, why=f"no answer came within {approvals[name]:g}s")}
+    if not (isinstance(decision, dict) and decision.get("approved") is True):
+        return {"error": NOT_APPROVED.format(tool=name, why="the person refused")}
+    return None
+
+
+def _observed(run_tool: Callable[[], dict]) -> Any:
+    """The tool's result, or the error observation of a NonRetryable failure."""
     try:
-        done = ctx.activity(name, _tool_step(fn), *args, policy=policies[name],
-                            start_to_close=TOOL_TIMEOUT, **kwargs)
+        done = run_tool()
     except ActivityFailed as exc:
         if exc.error_class == "NonRetryable" and exc.cause_class != "SerializationError":
             return {"error": exc.cause_message}

@@ -11,8 +11,10 @@ sits right of its mark; wake-ups too close to label one by one share a label rig
 last of them ("↻6 +1 · ↻7 +3" for two, "3× ↻9 +2" with the sums for more), and no label
 covers another label or a mark.
 
-Runs imported from Temporal may hold more: child workflows and Nexus operations get a lane
-each, like activities, and signals and updates that no `wait_signal` received are marks on
+Activities of one name that ran at the same time (`ctx.start_activity`, `ctx.map`) get a
+lane each ("fetch", "fetch ·2" ...), and a child run (`ctx.start_child`) is a lane from its
+start to its end. Runs imported from Temporal may hold more: child workflows and Nexus
+operations get a lane each, like activities, and signals and updates that no `wait_signal` received are marks on
 a "messages" lane. A wait still open when the run ended stops at the run's end.
 
 Virtual time makes an attempt take 0 s, so bars get a minimum visible width; attempts that
@@ -48,11 +50,13 @@ PALETTE = {
     "crashed": "#000000",        # black, like the crash line
     "circuit_open": "#BBBBBB",   # light grey: refused without a call
     "in_flight": "#FFFFFF",      # white: started, no answer yet
+    "canceled": "#DDDDDD",       # pale grey, crossed: abandoned by a cancel
 }
 OUTCOME_LABELS = {"ok": "ok", "transient": "transient", "rate_limited": "rate limited",
                   "timeout": "timeout", "non_retryable": "non-retryable",
                   "malformed": "malformed", "crashed": "crashed",
-                  "circuit_open": "circuit open", "in_flight": "in flight"}
+                  "circuit_open": "circuit open", "in_flight": "in flight",
+                  "canceled": "canceled"}
 # Orange, yellow and vermillion are told apart by colour-blind readers, but not in grey scale
 # or on a small bar at a glance: the failures that are not plain transient ones carry a
 # hatch as well, so every outcome differs in two ways.
@@ -132,11 +136,34 @@ def waits(history: pd.DataFrame, ended_at: float | None = None) -> list[Wait]:
 
 
 def activity_attempts(run) -> pd.DataFrame:
-    """run.attempts with a missing end taken as the start."""
+    """run.attempts with a missing end taken as the start, and the `lane` each is drawn
+    on (see `_sublanes`)."""
     attempts = run.attempts
     attempts = attempts[attempts.started_at.notna()].copy()
     attempts["ended_at"] = attempts.ended_at.fillna(attempts.started_at)
+    attempts["lane"] = _sublanes(attempts)
     return attempts
+
+
+def _sublanes(attempts: pd.DataFrame) -> list[str]:
+    """The lane of each attempt: its activity's name, or, where activities of one name ran
+    at the same time (`ctx.start_activity`, `ctx.map`), "name ·2", "name ·3" ... so that
+    overlapping activities never share a lane. All attempts of one position (one activity)
+    stay on one lane."""
+    if attempts.empty:
+        return []
+    spans = attempts.groupby(["activity", "position"], sort=False).agg(
+        start=("started_at", "min"), end=("ended_at", "max")).reset_index()
+    lane_of: dict[tuple, str] = {}
+    for name, group in spans.groupby("activity", sort=False):
+        ends: list[float] = []   # the end of the last activity on each sub-lane
+        for row in group.sort_values(["start", "position"], kind="stable").itertuples():
+            k = next((i for i, end in enumerate(ends) if end <= row.start), len(ends))
+            if k == len(ends):
+                ends.append(row.end)
+            ends[k] = max(row.end, row.start)
+            lane_of[(name, row.position)] = name if k == 0 else f"{name} ·{k + 1}"
+    return [lane_of[key] for key in zip(attempts.activity, attempts.position)]
 
 
 def timeline(runs, *, width=None, title=None, align="clock", unit=None) -> Figure:
@@ -233,7 +260,7 @@ def _draw_run(ax, run, names, origin, size, span, width, legend, instant=False):
         order = attempts.sort_values(["position", "attempt"], kind="stable").index
         slot = {index: k * min_width for k, index in enumerate(order)}
 
-    for name, group in attempts.groupby("activity", sort=False):
+    for name, group in attempts.groupby("lane", sort=False):
         y, last_end, last_real_end = lane_of[name], -math.inf, -math.inf
         for index, row in zip(group.sort_values("started_at", kind="stable").index,
                               group.sort_values("started_at", kind="stable").itertuples(
@@ -456,7 +483,7 @@ def _lanes(run) -> list[str]:
     """Activity names in order of first position, child workflow and Nexus lanes, the
     messages lane, then the waits lane if there are waits."""
     attempts = activity_attempts(run)
-    names = list(dict.fromkeys(attempts.sort_values("position", kind="stable").activity))
+    names = list(dict.fromkeys(attempts.sort_values("position", kind="stable").lane))
     names += list(dict.fromkeys(spans(run).lane))
     if len(_messages(run.history)):
         names.append(MESSAGE_LANE)
@@ -471,6 +498,14 @@ def spans(run) -> pd.DataFrame:
     still open when the run was read; the run's end when it had ended), outcome."""
     history = run.history
     rows = []
+    if "recorded_at" in history.columns and "handle" in history.columns:
+        ends = {int(row.handle): row for row in history[history.kind.eq("child")].itertuples(
+            index=False)}
+        for row in history[history.kind.eq("start_child")].itertuples(index=False):
+            end = ends.get(row.position)   # a child run (ctx.start_child): until its end
+            rows.append(("child", row.position, f"child {row.name.rpartition(':')[2]}",
+                         row.recorded_at, None if end is None else end.recorded_at,
+                         "in_flight" if end is None else end.outcome))
     if "recorded_at" in history.columns:
         for row in history[history.kind.isin(list(SPAN_KINDS))].itertuples(index=False):
             value = row.value if isinstance(row.value, dict) else {}
