@@ -116,6 +116,19 @@ def approval(ctx, order):
     return {"first": first, "second": second}
 
 
+def fanned(ctx, order):
+    return ctx.gather(*[ctx.start_activity("one", step, i) for i in range(3)])
+
+
+def hidden_fan(ctx, order):   # concurrency the code's names do not show: refused at the call
+    start = getattr(ctx, "start_" + "activity")
+    return start("one", step, 1).result()
+
+
+def long_wait(ctx, order):
+    return ctx.wait_signal("never", timeout=600)
+
+
 def declined(ctx, order):
     return ctx.activity("reject", reject, 1, policy=QUICK)
 
@@ -376,3 +389,21 @@ def test_heartbeat_details_that_are_not_json_fail_for_good_as_on_the_engine(sqli
     assert CALLS["bad_beat"] == 1
     run = runner.run(run_id)
     assert run.status == "failed" and run.attempts["outcome"].tolist() == ["non_retryable"]
+
+
+def test_concurrent_work_is_refused_at_start_naming_the_calls_and_a_run_can_be_cancelled(
+        sqlite_url, runner_on):
+    runner = runner_on(sqlite_url, workflows=[fanned, hidden_fan, long_wait])
+    with pytest.raises(dl.DurableLabError, match=r"ctx.gather, ctx.start_activity.*one at a "
+                                                 r"time.*dl.Engine"):
+        runner.start(fanned, {}, run_id="fan")
+    run_id = runner.start(hidden_fan, {}, run_id="hidden")
+    with pytest.raises(dl.DurableLabError, match="ctx.start_activity in run 'hidden'"):
+        runner.result(run_id, timeout=30)
+    run_id = runner.start(long_wait, {}, run_id="waits")
+    runner.cancel(run_id)
+    with pytest.raises(Exception):
+        runner.result(run_id, timeout=30)
+    assert runner.run(run_id).status in ("cancelled", "failed")
+    with pytest.raises(dl.RunFinishedError, match="already cancelled"):
+        runner.cancel(run_id)

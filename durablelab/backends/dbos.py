@@ -71,10 +71,32 @@ ATTEMPT_STEP = "durablelab.attempt"
 VALUE_STEP = "durablelab.value"
 #: a wait without deadline: DBOS.recv needs a number.
 FOREVER = 10 * 365 * 86400.0
-FINAL = {"SUCCESS": "completed", "ERROR": "failed", "CANCELLED": "failed",
+FINAL = {"SUCCESS": "completed", "ERROR": "failed", "CANCELLED": "cancelled",
          "MAX_RECOVERY_ATTEMPTS_EXCEEDED": "failed"}
 
 _open: "DBOSRunner | None" = None
+
+#: The ctx calls of concurrent work (DESIGN.md section 2), which this runner refuses.
+CONCURRENT_CALLS = ("start_activity", "gather", "map", "child", "start_child")
+
+
+def _names(code) -> set:
+    """Every name a function's code uses, its comprehensions' and inner functions' too."""
+    if code is None:
+        return set()
+    found = set(code.co_names)
+    for const in code.co_consts:
+        if hasattr(const, "co_names"):
+            found |= _names(const)
+    return found
+
+
+def not_on_dbos(calls: str, run_id: str | None) -> DurableLabError:
+    where = f" in run {run_id!r}" if run_id else ""
+    return DurableLabError(
+        f"{calls}{where}: DBOSRunner runs a workflow's steps one at a time, so it cannot "
+        f"start activities or child runs concurrently. Run this workflow on dl.Engine, or "
+        f"write the steps one after another with ctx.activity for DBOS.")
 
 
 class _RunnerErrors(logging.Filter):
@@ -263,6 +285,22 @@ class DBOSContext:
         """Compensations run in reverse as recorded activities; see `Context.saga`."""
         return Saga(self)
 
+    # Concurrency: this runner makes one DBOS step at a time from a synchronous workflow.
+    def start_activity(self, name, *args, **kwargs):
+        raise not_on_dbos("ctx.start_activity", self.run_id)
+
+    def gather(self, *handles):
+        raise not_on_dbos("ctx.gather", self.run_id)
+
+    def map(self, name, *args, **kwargs):
+        raise not_on_dbos("ctx.map", self.run_id)
+
+    def child(self, workflow, *args, **kwargs):
+        raise not_on_dbos("ctx.child", self.run_id)
+
+    def start_child(self, workflow, *args, **kwargs):
+        raise not_on_dbos("ctx.start_child", self.run_id)
+
     def continue_as_new(self, input: Any) -> None:
         raise DurableLabError(
             f"ctx.continue_as_new in run {self.run_id!r}: DBOSRunner does not support it. "
@@ -344,7 +382,13 @@ class DBOSRunner:
 
     @_outside_event_loop
     def start(self, workflow: Callable, input: Any, run_id: str | None = None) -> str:
-        """Start a run of `workflow` on DBOS and return its id (DBOS's workflow id)."""
+        """Start a run of `workflow` on DBOS and return its id (DBOS's workflow id). A
+        workflow whose code calls ctx.start_activity, ctx.gather, ctx.map, ctx.child or
+        ctx.start_child is refused here, naming them: this runner makes one step at a
+        time, and would otherwise fail half-way through the run."""
+        uses = sorted(_names(getattr(workflow, "__code__", None)) & set(CONCURRENT_CALLS))
+        if uses:
+            raise not_on_dbos(", ".join(f"ctx.{name}" for name in uses), None)
         name = self.register(workflow)
         h.to_json(input, "the workflow input", f"start({name})")
         run_id = run_id or str(_uuid.uuid4())
@@ -394,6 +438,20 @@ class DBOSRunner:
             if isinstance(data, dict) and "class" in data:
                 raise error_from_json(data) from None
             raise
+
+    @_outside_event_loop
+    def cancel(self, run_id: str, reason: str | None = None) -> None:
+        """Cancel a run: DBOS's ``cancel_workflow`` (the run stops at its next step and
+        ends ``cancelled``; unlike `Engine.cancel`, its code is not told, so a saga does
+        not compensate). Cancelling a finished run raises `RunFinishedError`."""
+        status = self._status(run_id)
+        if status is None:
+            raise RunNotFoundError(f"No run {run_id!r} on {self.url}.", run_id=run_id)
+        if status.status in FINAL:
+            raise RunFinishedError(
+                f"Cannot cancel run {run_id!r}: it is already {FINAL[status.status]}.",
+                run_id=run_id, status=FINAL[status.status])
+        DBOS.cancel_workflow(run_id)
 
     @_outside_event_loop
     def recover(self, executor_ids=None) -> list[str]:

@@ -131,7 +131,8 @@ def from_dbos(url: str, workflow_id: str) -> Run:
         nonlocal position
         position += 1
         history.append((position, kind, name, ok, value, digest, at, attempt, outcome,
-                        error_class, None, None))   # no call site, no arguments kept
+                        error_class, None, None, None))   # no call site, arguments or
+        # handle kept (the runner makes one step at a time)
 
     pending: list[dict] = []   # attempts of the activity being read, until its last
     previous = None

@@ -73,6 +73,9 @@ def crash_points(run) -> list[CrashPoint]:
         retried = set(zip(failed.position.astype(int), failed.activity))
     for event in run.history.itertuples():
         position = int(event.position)
+        handle = getattr(event, "handle", None)
+        if handle is not None and not pd.isna(handle):   # a started activity's end: its
+            position = int(handle)                         # points are its start's position
         if event.kind == "activity":
             found += [CrashPoint(position, event.name, p) for p in CRASH_POINTS[:3]]
             if (position, event.name) in retried:
