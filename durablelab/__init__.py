@@ -55,6 +55,7 @@ _LAZY = {
     "from_dbos": ".importers.dbos", "Experiment": ".experiments", "sweep": ".experiments",
     "presets": ".presets", "ReplayReport": ".versioning", "replay_check": ".versioning",
     "decode_payloads": ".importers.temporal", "load_temporal": ".importers.temporal",
+    "ops": ".ops", "Ops": ".ops",
 }
 
 
@@ -111,4 +112,5 @@ __all__ = [
     "sweep", "Experiment", "presets", "SweepError", "ConfigError", "exercises",
     "heartbeat", "last_heartbeat", "HeartbeatError", "HeartbeatIgnoredWarning",
     "versioning", "replay_check", "ReplayReport", "ReplayCheckError", "CompensationFailed",
+    "ops", "Ops",
 ]
