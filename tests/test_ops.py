@@ -234,6 +234,8 @@ def test_the_card_shows_alarms_workflows_and_the_overdue_runs(engine):
     assert "2 overdue" in html and "3 waiting" in html
     assert "test_ops:approval" in html and "<code>approve-1</code>" in html
     assert "1 h 10 min past its deadline" in html
+    cost = dl.ops(engine).workflows.loc[name(ask), "cost_per_run"]
+    assert 0 < cost < 0.01 and f"${cost:.6f}" in html      # fractions of a cent still show
     calm = dl.ops(engine)._repr_html_()
     assert "nothing overdue" in calm and "Overdue:" not in calm
 

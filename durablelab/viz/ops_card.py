@@ -40,7 +40,7 @@ def ops_html(board) -> str:
                    ("overdue", "overdue", "{:d}"), ("retry_rate", "retry rate", "{:.1%}"),
                    ("failure_rate", "failure rate", "{:.1%}"),
                    ("tokens_per_run", "tokens/run", "{:,.0f}"),
-                   ("cost_per_run", "cost/run", "${:.4f}"),
+                   ("cost_per_run", "cost/run", "dollars"),
                    ("replayed_per_wakeup", "replayed/wake-up", "{:.1f}"),
                    ("history_bytes_max", "largest history", "bytes")]
         head = "".join(f"<th {_HEAD}>{escape(label)}</th>" for _, label, _ in columns)
@@ -72,6 +72,9 @@ def _fmt(value, spec: str) -> str:
             if value < 1000 or unit == "GB":
                 return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
             value /= 1000
+    if spec == "dollars":   # a model call costs fractions of a cent: keep them visible
+        value = float(value)
+        return "$0" if value == 0 else f"${value:.6f}" if value < 0.01 else f"${value:,.2f}"
     if spec == "{:d}":
         return spec.format(int(value))
     return spec.format(float(value))
