@@ -56,6 +56,7 @@ _LAZY = {
     "from_dbos": ".importers.dbos", "Experiment": ".experiments", "sweep": ".experiments",
     "presets": ".presets", "ReplayReport": ".versioning", "replay_check": ".versioning",
     "decode_payloads": ".importers.temporal", "load_temporal": ".importers.temporal",
+    "ops": ".ops", "Ops": ".ops",
 }
 
 
@@ -112,4 +113,5 @@ __all__ = [
     "sweep", "Experiment", "presets", "SweepError", "ConfigError", "exercises",
     "heartbeat", "last_heartbeat", "HeartbeatError", "HeartbeatIgnoredWarning",
     "versioning", "replay_check", "ReplayReport", "ReplayCheckError", "CompensationFailed",
+    "ops", "Ops",
 ]

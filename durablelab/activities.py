@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 from . import aio, fastjson, heartbeat
 from . import history as h
 from .breaker import BreakerState
+from .budget import DISCARDED_KEYS, answer_usage, discarded_usage
 from .clock import later, within
 from .context import Request, StopRun, Suspend
 from .draws import Draws, first
@@ -410,17 +411,22 @@ class AttemptRunner:
         raise failed
 
     def _burn(self, state, error: ModelOutputError) -> bool:
-        """Count a broken answer's usage in a budgeted run's spend, and record the run's
-        sum at once. True if there was usage to count."""
-        usage = error.usage
-        if state.budget is None or not isinstance(usage, dict):
+        """Record a broken answer's usage in the run's sum at once, budget or not: the
+        model billed it, and `compare`, `ops` and sweeps read the sum. Counted in a budgeted
+        run's spend; True if that run has a budget to check."""
+        own = answer_usage(error.usage)   # without what it folded in: recorded already
+        if own is None:
+            return False
+        usage = discarded_usage(dict(zip(("input_tokens", "output_tokens", "cost"), own),
+                                     calls=1))
+        burnt = discarded_usage(self.host.store.burnt(state.run_id)) or dict.fromkeys(
+            DISCARDED_KEYS, 0)
+        for key in DISCARDED_KEYS:
+            burnt[key] += usage[key]
+        self.host.store.save_burnt(state.run_id, json.dumps(burnt, sort_keys=True))
+        if state.budget is None:
             return False
         state.spend.burn(usage)
-        burnt = json.loads(self.host.store.burnt(state.run_id) or "{}")
-        for key in ("input_tokens", "output_tokens", "cost"):
-            burnt[key] = burnt.get(key, 0) + usage.get(key, 0)
-        burnt["calls"] = burnt.get("calls", 0) + 1
-        self.host.store.save_burnt(state.run_id, json.dumps(burnt, sort_keys=True))
         return True
 
     def _check_budget(self, state, name: str, position: int) -> None:

@@ -10,10 +10,15 @@ fact about the world, like a fault firing), so a recovered run still counts it. 
 goes over, it stops with `BudgetExceeded`, which names the limit, the amount spent and the
 activity that crossed it. Computed from history plus that recorded sum, the spend is the
 same on every replay.
+
+Every run keeps that sum, budget or not (`discarded_usage` reads it), so `dl.compare`,
+`dl.ops` and sweeps report what the model billed, not only the answers history kept.
 """
 
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import asdict, dataclass, fields
 
 from .errors import limit_error
@@ -55,11 +60,11 @@ class Spend:
 
     def add(self, result) -> None:
         self.turns += 1
-        usage = result.get("usage") if isinstance(result, dict) else None
-        if isinstance(usage, dict):
+        usage = answer_usage(result.get("usage") if isinstance(result, dict) else None)
+        if usage is not None:   # broken answers folded into it are counted by `burn`
             self.model_calls += 1
-            self.tokens += int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
-            self.cost += float(usage.get("cost", 0.0))
+            self.tokens += usage[0] + usage[1]
+            self.cost += usage[2]
 
     def burn(self, usage) -> None:
         """Count a broken answer's usage: a model call that was paid for, not a turn."""
@@ -75,3 +80,47 @@ class Spend:
             if limit is not None and getattr(self, name) > limit:
                 return name, getattr(self, name), limit
         return None
+
+
+#: the keys of a run's discarded usage: broken answers (model calls), their tokens, their cost.
+DISCARDED_KEYS = ("calls", "input_tokens", "output_tokens", "cost")
+
+
+def discarded_usage(value) -> dict | None:
+    """The usage of a run's broken model answers, ``{"calls", "input_tokens",
+    "output_tokens", "cost"}``, from the dict or JSON text the store keeps (`Store.burnt`),
+    or None when there is none or it does not read as one (a hand-edited value counts
+    nothing rather than breaking every view of the run). A key that is missing or not a
+    finite number >= 0 counts 0."""
+    if isinstance(value, (str, bytes)):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    if not isinstance(value, dict):
+        return None
+    found = {}
+    for key in DISCARDED_KEYS:
+        v = value.get(key, 0)
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+        found[key] = (float(v) if key == "cost" else int(v)) if ok else (0.0 if key == "cost" else 0)
+    return found
+
+
+def answer_usage(usage) -> tuple[int, int, float] | None:
+    """(input_tokens, output_tokens, cost) of one model answer's recorded ``"usage"`` dict,
+    or None when it is not one. A missing or non-numeric key counts 0. Broken answers that
+    `dl.agents.react` folded into the answer finally kept (``usage["discarded"]``) are
+    taken out: the engine records each of those itself (`discarded_usage`), so every
+    answer the model billed counts once."""
+    if not isinstance(usage, dict):
+        return None
+    folded = usage.get("discarded") if isinstance(usage.get("discarded"), dict) else {}
+
+    def number(within, key):
+        v = within.get(key, 0)
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        return v if ok else 0
+    return (number(usage, "input_tokens") - number(folded, "input_tokens"),
+            number(usage, "output_tokens") - number(folded, "output_tokens"),
+            number(usage, "cost") - number(folded, "cost"))

@@ -10,6 +10,8 @@
     durablelab timeline RUN --db DB -o FILE.png
                                   draw one run's timeline to an image
     durablelab export DB -o OUT   write runs to OUT.jsonl or OUT.parquet
+    durablelab ops DB [--now T]   the operator's board: runs per workflow by status, retry
+                                  and failure rates, spend per run, waiting and overdue runs
     durablelab sweep CONFIG --out DIR
                                   run the sweep a TOML/JSON config describes (resumable): it
                                   runs only a registered workflow (durablelab/experiments/
@@ -18,7 +20,7 @@
                                   replay recorded runs against today's code, running no
                                   activity: exit 1 if any diverges (a CI step before a deploy)
 
-Looking never changes a file: the reading commands (runs, show, timeline, export) open a
+Looking never changes a file: the reading commands (runs, show, timeline, export, ops) open a
 store with `Engine(path, read_only=True)`, so DuckDB itself refuses any write, and they run
 no workflow code. What a path holds is told by its first bytes (`durablelab.export.file_kind`),
 never by its name. Anything that goes wrong is one line on stderr that names the file and the
@@ -274,6 +276,53 @@ def _export(args) -> int:
     return 0
 
 
+def _ops(args) -> int:
+    """The operator's board of a DuckDB store or an export: runs per workflow by status,
+    retry and failure rates by error class, model calls, tokens and cost per run (broken
+    answers included), replay per wake-up, history size; the waiting runs, and the ones
+    past their deadline at --now (default: the store's clock)."""
+    import pandas as pd
+
+    from .errors import UsageError
+    from .ops import ops
+    if _experiment(args.db) is not None:
+        raise _no_histories(args.db, "run to read a board from")
+    try:
+        if _kind(args.db) == "duckdb":
+            with _store(args.db) as engine:
+                board = ops(engine, now=args.now)
+        else:
+            board = ops(_load(args.db), now=args.now)
+    except UsageError as exc:   # only --now can be wrong here: a mistake in the command
+        raise _Usage(f"--now {args.now!r}: {exc.message.partition(': ')[2]}") from None
+    board.source = args.db
+    print(f"{len(board.frame) + len(board.damaged)} run(s) of {len(board.workflows)} "
+          f"workflow(s) in {args.db} at t={board.now:g}s: {len(board.waiting)} waiting, "
+          f"{len(board.overdue)} overdue, oldest waiting {board.oldest_waiting:g}s"
+          + (f", {len(board.damaged)} damaged (set aside)" if len(board.damaged) else ""))
+    if not len(board.workflows):
+        return 0
+    columns = ["runs", "completed", "failed", "waiting", "overdue", "retry_rate",
+               "failure_rate", "model_calls_per_run", "tokens_per_run", "cost_per_run",
+               "replayed_per_wakeup", "history_events_max", "history_bytes_max"]
+    rates = [c for c in board.workflows.columns if c.startswith(("retry_rate_",
+                                                                  "failure_rate_"))]
+    with pd.option_context("display.width", 200, "display.max_columns", 40):
+        print("\nworkflows:\n" + board.workflows[columns].to_string(
+            float_format=lambda v: f"{v:.4g}"))
+        if rates:
+            print("\nby error class (share of attempts retried, of activities failed):\n"
+                  + board.workflows[rates].to_string(float_format=lambda v: f"{v:.3g}"))
+        if len(board.overdue):
+            print("\noverdue:\n" + board.overdue[["run_id", "workflow", "on", "since",
+                                                   "deadline", "overdue_by"]].to_string(
+                index=False, float_format=lambda v: f"{v:g}"))
+        if len(board.damaged):
+            print("\ndamaged:\n" + board.damaged[["run_id", "workflow", "problem"]].to_string(
+                index=False, max_colwidth=100))
+    return 0
+
+
 def _replay_check(args) -> int:
     """Replay the recorded runs of a workflow against today's code, running no activity;
     exit 1 if any run diverges (a CI step before a deploy)."""
@@ -413,6 +462,11 @@ def parser() -> argparse.ArgumentParser:
                         help="the file to write: .jsonl (JSON Lines) or .parquet")
     export.add_argument("--run", action="append", metavar="RUN",
                         help="export only this run (repeat for more); default: all")
+    board = command("ops", _ops)
+    board.add_argument("db", metavar="DB", help="a DuckDB store or an export (.jsonl, .parquet)")
+    board.add_argument("--now", type=float, default=None, metavar="T",
+                       help="the instant to read ages and deadlines at, in seconds on the "
+                            "runs' clock (default: the store's clock)")
     _add_sweep(command)
     check = command("replay-check", _replay_check)
     check.add_argument("--workflow", required=True, metavar="MODULE:FUNCTION",

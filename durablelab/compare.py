@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from .budget import answer_usage
 from .export import as_runs
 from .run import Run
 
@@ -73,11 +74,13 @@ def compare(runs) -> pd.DataFrame:
       carried the same key as the first, so a service that honours keys answered it from
       its ledger instead of doing it twice.
     - ``model_calls``, ``input_tokens``, ``output_tokens``, ``tokens`` (input + output),
-      ``cost``: over the activities whose recorded result is a dict with a ``"usage"`` dict
-      (``input_tokens``, ``output_tokens``, ``cost``; a missing key counts 0), as
-      `dl.sim.SimLLM` returns. Only recorded answers count: tokens spent on an attempt that
-      failed (a malformed answer, a time-out) are not in history; the model's own ledger
-      (``llm.usage``) has them.
+      ``cost``: what the model billed. The activities whose recorded result is a dict with
+      a ``"usage"`` dict (``input_tokens``, ``output_tokens``, ``cost``; a missing key
+      counts 0), as `dl.sim.SimLLM` returns, plus the broken answers thrown away
+      (`ModelOutputError` attempts that carried their usage: ``Run.discarded``), which
+      history does not keep but the model billed. An attempt whose answer was lost (a
+      time-out) reported no usage and counts nothing; the model's own ledger
+      (``llm.usage``) has it.
     - ``wakeups``: how often the workflow code ran from the top (``Run.wakeups`` rows).
     - ``events_replayed``: events handed back from history over all wake-ups: the price of
       replay.
@@ -134,6 +137,9 @@ def metrics(run: Run) -> dict[str, Any]:
              zip(values, history["ok"].tolist(), history["kind"].tolist())
              if kind == "activity" and ok]
     usage = [u for u in usage if u is not None]
+    broken = run.discarded or {}
+    usage_in = sum(u[0] for u in usage) + broken.get("input_tokens", 0)
+    usage_out = sum(u[1] for u in usage) + broken.get("output_tokens", 0)
     return {
         "run_id": run.run_id,
         "status": run.status,
@@ -145,11 +151,11 @@ def metrics(run: Run) -> dict[str, Any]:
         "crashes": len(crashes),
         "effect_reexecutions": effect_crashes + timeouts,
         "duplicates_prevented": sum(position in keyed for position in rerun_at),
-        "model_calls": len(usage),
-        "input_tokens": sum(u[0] for u in usage),
-        "output_tokens": sum(u[1] for u in usage),
-        "tokens": sum(u[0] + u[1] for u in usage),
-        "cost": float(sum(u[2] for u in usage)),
+        "model_calls": len(usage) + broken.get("calls", 0),
+        "input_tokens": usage_in,
+        "output_tokens": usage_out,
+        "tokens": usage_in + usage_out,
+        "cost": float(sum(u[2] for u in usage) + broken.get("cost", 0.0)),
         "wakeups": len(wakeups),
         "events_replayed": int(sum(wakeups["replayed"].tolist())),
         "history_events": len(history),
@@ -164,14 +170,9 @@ def _duration(run: Run) -> float:
 
 
 def _usage(value: Any) -> tuple[int, int, float] | None:
-    """(input_tokens, output_tokens, cost) of a model call's recorded result, or None."""
-    usage = value.get("usage") if isinstance(value, dict) else None
-    if not isinstance(usage, dict):
-        return None
-    def number(key):
-        v = usage.get(key, 0)
-        return v if isinstance(v, (int, float)) and not isinstance(v, bool) else 0
-    return number("input_tokens"), number("output_tokens"), number("cost")
+    """(input_tokens, output_tokens, cost) of a model call's recorded result, or None
+    (`budget.answer_usage`: the answer's own, without broken answers folded into it)."""
+    return answer_usage(value.get("usage") if isinstance(value, dict) else None)
 
 
 def _missing(value: Any) -> bool:

@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 from . import history as h
 from .activities import AttemptRunner, WorkerCrash
-from .budget import Budget
+from .budget import Budget, discarded_usage
 from .clock import VirtualClock, later
 from .context import Context, StopRun, Suspend, execute
 from .errors import (ActivityFailed, DuplicateRunError, cancelled, NonDeterminismError, RunFinishedError,
@@ -396,7 +396,9 @@ class Engine:
             self._load_ended(state)
         if state.damage is not None:
             raise state.damage
-        return snapshot_of(state, self._crash_rows(state))
+        snapshot = snapshot_of(state, self._crash_rows(state))
+        discarded = discarded_usage(self.store.burnt(run_id))   # broken answers, billed
+        return snapshot if discarded is None else replace(snapshot, discarded=discarded)
 
     def runs(self, status=None):
         """A DataFrame of every run in the store, as this engine sees them, or only those

@@ -877,6 +877,27 @@ def read_only_needs_path() -> ReadOnlyEngineError:
         argument="path")
 
 
+def no_such_source(call: str, path) -> StoreOpenError:
+    """A path to read runs from that holds nothing."""
+    return StoreOpenError(f"{call}: cannot read {path}: no such file. Give the path of a "
+                          f"DuckDB store (written by dl.Engine(path)) or of an export "
+                          f"(dl.export), or the engine itself", path=str(path),
+                          found="no such file")
+
+
+def ops_now_error(now: float, source: str, first: float, first_run: str, latest: float,
+                  latest_run: str) -> BadValue:
+    """`dl.ops(now=...)` earlier than what the source already recorded."""
+    where = (f"before the first instant {source} recorded (t={first:g}, when run "
+             f"{first_run!r} started)" if now < first else
+             f"before the latest instant {source} recorded")
+    return bad_value("dl.ops(now=...)", "now", (
+        f"now={now:g} is {where}. The runs' states are as of t={latest:g} (run "
+        f"{latest_run!r}), so ages and deadlines read at an earlier instant would be wrong "
+        f"(a run would wait since after now). Give now >= {latest:g}, or leave now=None to "
+        f"read at the engine's clock or that instant"))
+
+
 def read_only_beside_writer(path) -> ReadOnlyEngineError:
     return ReadOnlyEngineError(
         f"Engine({path!r}, read_only=True): an engine of this process already has that file "

@@ -84,6 +84,7 @@ from typing import Any, Iterator
 
 import pandas as pd
 
+from .budget import discarded_usage
 from .errors import BadType, BadValue, ExportFormatError, SerializationError, error_from_json
 from .history import compact
 from .run import Run
@@ -122,7 +123,7 @@ REQUIRED_COLUMNS = {
 RUN_FIELDS = {"run_id": "str", "workflow": "str", "status": "str", "input": "json",
               "result": "json", "error": "object?", "seed": "int?", "started_at": "num",
               "ended_at": "num?", "parent_run_id": "str?", "source": "str", "notes": "list",
-              "frames": "object", "waiting": "object?"}
+              "frames": "object", "waiting": "object?", "discarded": "object?"}
 HEADER_FIELDS = {"format": "str", "version": "int", "created_by": "str", "runs": "int"}
 # Dtypes a load restores after inference: nullable integers, numbers and pandas' "string".
 # Everything else is re-inferred from the values, exactly as `Run.from_snapshot` builds the
@@ -223,7 +224,9 @@ def _records(runs: list[Run]) -> list[tuple[str, str | None, int, dict]]:
     items = [("header", None, 0, header)]
     for run in runs:
         frames = {name: getattr(run, name) for name in FRAMES}
-        waiting = {} if run.waiting is None else {"waiting": run.waiting}
+        extra = {} if run.waiting is None else {"waiting": run.waiting}
+        if run.discarded is not None:
+            extra["discarded"] = run.discarded
         items.append(("run", run.run_id, 0, {
             "run_id": run.run_id, "workflow": run.workflow, "status": run.status,
             "input": run.input, "result": run.result, "error": _error_json(run.error),
@@ -232,7 +235,7 @@ def _records(runs: list[Run]) -> list[tuple[str, str | None, int, dict]]:
             "source": run.source, "notes": list(run.notes),
             "frames": {name: {"columns": [str(c) for c in frame.columns],
                               "dtypes": [str(t) for t in frame.dtypes], "rows": len(frame)}
-                       for name, frame in frames.items()}, **waiting}))
+                       for name, frame in frames.items()}, **extra}))
         for name, record in FRAMES.items():
             columns = [str(c) for c in frames[name].columns]
             # One conversion per frame: itertuples would cost several times more.
@@ -584,7 +587,7 @@ class _Reader:
         self.header = data
 
     def read_run(self, line, run_id, data) -> None:
-        self.check_fields(line, data, RUN_FIELDS, "the run record", optional=("waiting",))
+        self.check_fields(line, data, RUN_FIELDS, "the run record", optional=("waiting", "discarded"))
         if run_id != data["run_id"]:
             raise self.fail(line, f"the record's run_id {run_id!r} differs from its data's "
                             f"{data['run_id']!r}")
@@ -648,7 +651,8 @@ class _Reader:
             error=None if data["error"] is None else error_from_json(data["error"]),
             seed=data["seed"], started_at=data["started_at"], ended_at=data["ended_at"],
             parent_run_id=data["parent_run_id"], source=data["source"],
-            notes=tuple(data["notes"]), waiting=data.get("waiting"), **frames)
+            notes=tuple(data["notes"]), waiting=data.get("waiting"),
+            discarded=discarded_usage(data.get("discarded")), **frames)
 
     def frame(self, run_id, name, rows, spec) -> pd.DataFrame:
         """The frame as `Run.from_snapshot` builds it: rows of plain values, dtypes inferred

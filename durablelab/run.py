@@ -62,6 +62,10 @@ class Run:
     #: for a waiting run, what it waits on: {"on": "timer" | "retry" | "signal", "name",
     #: "position", "since", "until"} (until: its deadline, or None); None otherwise.
     waiting: dict | None = None
+    #: what the model billed for answers thrown away as broken (`ModelOutputError`), which
+    #: history does not keep: {"calls", "input_tokens", "output_tokens", "cost"}; None when
+    #: there were none (or the source does not record them).
+    discarded: dict | None = None
 
     @property
     def waiting_on(self) -> str | None:
@@ -147,7 +151,8 @@ class Run:
             parent_run_id=snapshot.parent_run_id, history=history, attempts=attempts,
             wakeups=pd.DataFrame(list(snapshot.wakeups), columns=WAKEUP_COLUMNS),
             crashes=pd.DataFrame(list(snapshot.crashes), columns=CRASH_COLUMNS),
-            workflow_registered=snapshot.workflow_registered, waiting=snapshot.waiting)
+            workflow_registered=snapshot.workflow_registered, waiting=snapshot.waiting,
+            discarded=snapshot.discarded)
 
     def __repr__(self) -> str:
         outcome = (f"result={self.result!r}" if self.status == "completed"

@@ -133,6 +133,7 @@ class RunSnapshot:
     wakeups: tuple[WakeupRow, ...] = ()
     crashes: tuple[CrashRow, ...] = ()
     waiting: dict | None = None    # a waiting run's {on, name, position, since, until}
+    discarded: dict | None = None  # broken model answers' usage (`budget.discarded_usage`)
 
     @property
     def input(self) -> Any:

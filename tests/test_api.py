@@ -28,7 +28,8 @@ def test_public_names_are_pinned():
         "agents", "AgentConfigError",
         "sweep", "Experiment", "presets", "SweepError", "ConfigError", "exercises",
         "heartbeat", "last_heartbeat", "HeartbeatError", "HeartbeatIgnoredWarning",
-        "versioning", "replay_check", "ReplayReport", "ReplayCheckError", "CompensationFailed"])
+        "versioning", "replay_check", "ReplayReport", "ReplayCheckError", "CompensationFailed",
+        "ops", "Ops"])
 
 
 def test_every_public_callable_has_a_docstring():

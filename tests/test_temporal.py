@@ -376,3 +376,97 @@ def test_failed_workflow_becomes_activity_failed_or_workflow_error():
     run = load_temporal({"events": events})
     assert isinstance(run.error, WorkflowError)
     assert (run.error.cause_class, run.error.location) == ("PanicError", "main.Workflow(...)")
+
+
+# --- references Temporal writes pointing elsewhere; model usage in agent runs ---------------
+
+
+def events_of(name: str) -> dict:
+    return copy.deepcopy(raw(name))
+
+
+def attrs(event: dict) -> dict:
+    return next(v for k, v in event.items() if k.endswith("EventAttributes"))
+
+
+@needs_histories
+def test_a_run_cancelled_by_another_workflow_imports():
+    # As Temporal records a cancel that another workflow asked for: the request names the
+    # event of *that* workflow's history which asked (118 there), not one of this history.
+    doc = events_of("sdk-python/customer-service-workflow-history.json")
+    request = doc["events"][60]
+    assert request["eventType"] == "EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED"
+    attrs(request).update(externalInitiatedEventId="118", externalWorkflowExecution={
+        "workflowId": "support-supervisor", "runId": "0197c196-aaaa-7000-8000-000000000001"})
+    run = load_temporal(doc)
+    assert run.status == "failed" and run.error.ended_by == "canceled"
+    assert run.error.reason == "a cancel request from workflow 'support-supervisor' (its event 118)"
+    row = run.history[run.history.kind == "workflow_execution_cancel_requested"].iloc[0]
+    assert row.value["attributes"]["externalInitiatedEventId"] == "118"
+
+
+@needs_histories
+def test_an_update_whose_task_reference_points_forward_imports():
+    # In an update-heavy run Temporal can write an event whose workflowTaskCompletedEventId
+    # is later than its own id: the update's completion (event 15) credited to the task
+    # that completed at event 18.
+    doc = events_of("sdk-python/customer-service-workflow-history.json")
+    completed = doc["events"][14]
+    assert completed["eventType"] == "EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED"
+    attrs(completed)["workflowTaskCompletedEventId"] = "18"
+    run = load_temporal(doc)
+    before = load("sdk-python/customer-service-workflow-history.json")
+    assert run.status == before.status and len(run.history) == len(before.history)
+    # the row counts for the wake-up of that later task, not for the one before it
+    assert run.wakeups.recorded.sum() == before.wakeups.recorded.sum()
+    assert not run.wakeups.recorded.equals(before.wakeups.recorded)
+
+
+@needs_histories
+@pytest.mark.parametrize("key", ["scheduledEventId", "startedEventId"])
+def test_a_task_reference_to_a_later_event_is_still_damage(key):
+    doc = events_of("sdk-python/hello-workflow-history.json")
+    end = next(e for e in doc["events"]
+               if e["eventType"] == "EVENT_TYPE_ACTIVITY_TASK_COMPLETED")
+    attrs(end)[key] = str(int(end["eventId"]) + 1)
+    with pytest.raises(TemporalHistoryError, match=f"refers to {key} .*a later event"):
+        load_temporal(doc)
+
+
+@needs_histories
+def test_a_reference_that_is_no_number_is_damage_wherever_it_points():
+    doc = events_of("sdk-python/customer-service-workflow-history.json")
+    attrs(doc["events"][60])["externalInitiatedEventId"] = "soon"
+    with pytest.raises(TemporalHistoryError, match="externalInitiatedEventId 'soon', which is "
+                                                   "not an event id"):
+        load_temporal(doc)
+
+
+@needs_histories
+def test_openai_agents_model_usage_counts_in_compare():
+    from durablelab import compare
+    # research: 12 invoke_model_activity results, their usage summed by hand from the
+    # decoded payloads (input 156 + 445 + ... + 3781, output 264 + 153 + ... + 1111)
+    run = load("sdk-python/research-workflow-history.json")
+    row = compare([run]).loc[run.run_id]
+    assert (row.model_calls, row.input_tokens, row.output_tokens, row.tokens) == (
+        12, 8389, 4806, 13195)
+    assert row.cost == 0.0 and any("Temporal records no price" in n for n in run.notes)
+    # the test model of the other agent histories reports zero tokens: calls still count
+    tools = load("sdk-python/tools-workflow-history.json")
+    assert compare([tools]).loc[tools.run_id, ["model_calls", "tokens"]].tolist() == [2, 0]
+    # a plain activity (say_hello returns text) is no model call
+    hello = load("sdk-python/test_replayer_complete_history.json")
+    assert compare([hello]).loc[hello.run_id, "model_calls"] == 0
+    assert not any("Model usage" in n for n in hello.notes)
+
+
+def test_model_usage_reads_the_names_frameworks_use():
+    from durablelab.importers.temporal import model_usage
+    assert model_usage({"usage": {"requests": 1, "input_tokens": 5, "output_tokens": 7}}) == {
+        "input_tokens": 5, "output_tokens": 7}
+    assert model_usage({"usage": {"prompt_tokens": 3, "completion_tokens": 4}}) == {
+        "input_tokens": 3, "output_tokens": 4}
+    for result in ("text", {"usage": "n/a"}, {"usage": {"input_tokens": -1, "output_tokens": 2}},
+                   {"usage": {"input_tokens": True, "output_tokens": 2}}, {"usage": {}}):
+        assert model_usage(result) is None

@@ -54,7 +54,10 @@ STOP_REASONS = ("answered", "max_turns", "budget:<limit>", "circuit_open")
 
 # The usage of answers thrown away for broken arguments rides along in the error message
 # (the one thing the engine hands to the next attempt), so the answer finally kept reports
-# what the whole model call cost; the model never sees this tag.
+# what the whole model call cost, for the loop's own budget; the model never sees this tag.
+# The error also carries the broken answer's own usage, which the engine records for every
+# run (the chain breaks when a 429 comes between), so `dl.compare` counts each answer once:
+# the kept one without what it folded in (`budget.answer_usage`), the broken ones recorded.
 _TAG = re.compile(r"\n\[durablelab discarded usage (\{.*\})\]$")
 
 
@@ -252,6 +255,7 @@ def _model_step(model: Callable, tools: tuple) -> Callable:
             kwargs["idempotency_key"] = idempotency_key
         reply = model(messages, tools, **kwargs)
         usage = _reply_usage(reply, label)
+        own = dict(usage)
         for key in spent:
             usage[key] = usage[key] + spent[key]
         try:
@@ -260,7 +264,7 @@ def _model_step(model: Callable, tools: tuple) -> Callable:
         except ModelOutputError as exc:
             raise ModelOutputError(f"{exc.message}\n[durablelab discarded usage "
                                    f"{json.dumps(usage, sort_keys=True)}]",
-                                   cause_class=exc.cause_class) from None
+                                   cause_class=exc.cause_class, usage=own) from None
         if spent["input_tokens"] or spent["output_tokens"] or spent["cost"]:
             usage["discarded"] = spent
         return {"model": label, "content": reply.get("content"), "tool_calls": calls,

@@ -30,6 +30,7 @@ import math
 from collections import Counter
 from typing import Any
 
+from ..budget import discarded_usage
 from ..clock import VirtualClock
 from ..compare import RETRY_OUTCOMES, _usage   # the same reading of a model call's usage
 from ..engine import Engine
@@ -49,9 +50,21 @@ _RETRY_KEYS = (*RETRY_OUTCOMES, "other")
 _RETRY_COLUMNS = tuple(f"retries_{name}" for name in _RETRY_KEYS)
 
 
-def run_metrics(state, crashes: int, duplicates: int) -> dict[str, Any]:
+def discarded(engine, state) -> dict | None:
+    """What run `state`'s broken model answers cost (`Run.discarded`), read from the store
+    only when an attempt of it failed as a `ModelOutputError`: most runs had none, and a
+    read costs a DuckDB statement."""
+    broken = any(row.error_class == "ModelOutputError" for rows in state.attempts.values()
+                 for row in rows) or any(e.error_class == "ModelOutputError"
+                                         for e in state.history if e.kind == "activity")
+    return discarded_usage(engine.store.burnt(state.run_id)) if broken else None
+
+
+def run_metrics(state, crashes: int, duplicates: int, broken: dict | None = None
+                ) -> dict[str, Any]:
     """The metrics of one run from the engine's state of it (see `dl.compare`); `crashes`
-    and `duplicates` (`duplicate_effects`) come from the world around it."""
+    and `duplicates` (`duplicate_effects`) come from the world around it, `broken` (what
+    its broken model answers cost, see `discarded`) from the store."""
     # position -> [(started_at, order, attempt, outcome)] of every attempt there, where
     # some did not end the activity (a retry, an attempt in flight); crashes left out.
     retried: dict[int, list] = {}
@@ -83,6 +96,11 @@ def run_metrics(state, crashes: int, duplicates: int) -> dict[str, Any]:
                 usage_in += usage[0]
                 usage_out += usage[1]
                 cost += usage[2]
+    if broken:   # billed, though history kept no answer: dl.compare counts them the same
+        model_calls += broken["calls"]
+        usage_in += broken["input_tokens"]
+        usage_out += broken["output_tokens"]
+        cost += broken["cost"]
     if state.inflight is not None:
         o = state.inflight
         retried.setdefault(o.position, []).append((o.started_at, 3, o.attempt, "in_flight"))
@@ -251,7 +269,7 @@ class Isolated:
         crashed = sum(1 for row in state.fault_rows if row[2] == "Crash")
         world_parts = parts(world)
         duplicates = duplicate_effects(world_parts, {run_id}).get(run_id, 0)
-        metrics = run_metrics(state, crashed, duplicates)
+        metrics = run_metrics(state, crashed, duplicates, discarded(engine, state))
         add_starts(load, state)
         for name, instants in stamped_calls(world_parts).items():
             add_load(load, name, instants)
@@ -290,7 +308,8 @@ def run_contended(workflow, runs, policies, plan, world_factory, timeout, load: 
             state = engine.working_state(run_id)   # loaded again if a crash dropped it
             end = state.ended_at if state.ended_at is not None else float("inf")
             crashes = sum(1 for t in crash_times if state.started_at < t <= end)
-            out.append(run_metrics(state, crashes, duplicates.get(run_id, 0)))
+            out.append(run_metrics(state, crashes, duplicates.get(run_id, 0),
+                                   discarded(engine, state)))
             add_starts(load, state)
         for name, instants in stamped_calls(world_parts).items():
             add_load(load, name, instants)

@@ -33,7 +33,10 @@ everything else: WorkflowExecutionStarted, the close   a row whose kind is the e
 
 Every row's `value` is a dict that keeps Temporal's payloads exactly as recorded (base64,
 for round trips), lists the Temporal `event_ids` it came from and, for a failure, holds its
-message as `error`; `decode_payloads(value)` decodes the payloads for display. Positions
+message as `error`; `decode_payloads(value)` decodes the payloads for display. An activity
+whose result is a model call's answer with token counts (an agent framework's model
+activity: `model_usage`) also holds them as `usage`, so `dl.compare` and `dl.ops` count its
+model calls and tokens (Temporal records no price: cost 0). Positions
 follow the Temporal event that opened the row; times are seconds since the first event.
 The run's `input` and `result` are decoded for display; the encoded originals stay in the
 first and last rows.
@@ -65,7 +68,11 @@ What Temporal does not record, and what the importer does about it:
   "running", with a note.
 - Failures. A failure's message is taken from deep in its cause chain (`root_failure`), its
   location from the first stack frame that is the user's code (`user_frame`).
-- Damage. A reference to a later event, or an activity that ends twice, is refused; an end
+- Damage. A task's reference to its own or a later event (`BACKWARD_REFERENCES`: an
+  activity's `scheduledEventId`, `startedEventId` ...), or an activity that ends twice, is
+  refused; references Temporal writes pointing elsewhere (`externalInitiatedEventId` into
+  the history of the workflow that cancelled this one, a `workflowTaskCompletedEventId`
+  after its own event in an update-heavy run) are kept as recorded. An end
   that names the wrong start, or a completed run with an activity that never ended, is
   imported with a note. Clock skew (times that run backwards) is normal and only noted.
 """
@@ -149,6 +156,34 @@ def load_temporal(source, run_id: str | None = None):
     return runs if many else runs[0]
 
 
+# Token counts under the names agent frameworks record them by: the OpenAI Agents SDK and
+# Pydantic AI ("input_tokens"), the chat-completions API ("prompt_tokens"), older Pydantic
+# AI ("request_tokens").
+_TOKENS = {"input_tokens": ("input_tokens", "prompt_tokens", "request_tokens"),
+           "output_tokens": ("output_tokens", "completion_tokens", "response_tokens")}
+
+
+def model_usage(result) -> dict | None:
+    """``{"input_tokens", "output_tokens"}`` of a model call's decoded result, or None.
+
+    An agent framework on Temporal records each model call as an activity whose result
+    carries the call's usage: the OpenAI Agents SDK's `invoke_model_activity` returns a
+    ModelResponse ``{"output", "usage": {"requests", "input_tokens", "output_tokens",
+    ...}, "response_id"}``. Reading it lets `dl.compare` and `dl.ops` count the run's model
+    calls and tokens; a result without a usage dict of token counts is not a model call.
+    """
+    usage = result.get("usage") if isinstance(result, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    found = {}
+    for key, names in _TOKENS.items():
+        value = next((usage[n] for n in names if n in usage), None)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            return None
+        found[key] = int(value)
+    return found
+
+
 def _snake(kind: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", kind).lower()
 
@@ -205,6 +240,7 @@ class _Importer:
         self.close: dict | None = None
         self.last_task_completed: int | None = None
         self.last_task_started: float = 0.0
+        self.model_calls: list[str] = []          # activities whose result held model usage
         self.notes: list[str] = []
 
     def t(self, event: dict) -> float:
@@ -350,6 +386,10 @@ class _Importer:
         row["ok"] = outcome == "ok"
         if row["ok"]:
             row["value"]["result"] = result
+            usage = model_usage(decode_payloads(result))
+            if usage is not None and row["kind"] == "activity":
+                row["value"]["usage"] = usage
+                self.model_calls.append(row["name"])
             return
         failure = failure if isinstance(failure, dict) else {}
         row["value"]["failure"] = failure or None
@@ -511,6 +551,11 @@ class _Importer:
                              f"never ended in this history (first: {still_open[0]['name']!r}"
                              f", event {still_open[0]['value']['event_ids'][0]}); the "
                              f"history may be damaged or edited.")
+        if self.model_calls:
+            names = sorted(set(self.model_calls))
+            notes.append(f"Model usage (tokens) was read from the results of "
+                         f"{len(self.model_calls)} model call(s) ({', '.join(names)}); "
+                         f"Temporal records no price, so their cost shows as 0.")
         again = [r for r in activities if (r["attempt"] or 0) > 1]
         if again:
             notes.insert(0, f"{LAST_ATTEMPT_NOTE} ({len(again)} activit"
@@ -570,7 +615,8 @@ class _Importer:
                                          "(WorkflowExecutionTimedOut); durablelab shows it as "
                                          "status 'failed'."]
         ended_by = "terminated" if kind == "WorkflowExecutionTerminated" else "canceled"
-        reason = attrs.get("reason") or ("a cancel request" if ended_by == "canceled" else None)
+        reason = attrs.get("reason") or (self.cancel_request() if ended_by == "canceled"
+                                         else None)
         error = TemporalRunEnded(
             f"Temporal {ended_by} run {self.run_id!r} at {at:g}s"
             f"{f' ({reason})' if reason else ''}; its code did not fail.",
@@ -579,6 +625,19 @@ class _Importer:
         return status, None, error, [f"The run was {ended_by} in Temporal "
                                      f"({'WorkflowExecution' + ended_by.capitalize()}); "
                                      f"durablelab shows it as status 'failed'."]
+
+    def cancel_request(self) -> str:
+        """Who asked for the cancellation: another workflow names itself and the event of
+        *its* history that asked (externalInitiatedEventId), a client only its identity."""
+        asked = next((r for r in reversed(self.rows)
+                      if r["kind"] == "workflow_execution_cancel_requested"), None)
+        attrs = asked["value"]["attributes"] if asked else {}
+        other = attrs.get("externalWorkflowExecution") or {}
+        if other.get("workflowId"):
+            event = attrs.get("externalInitiatedEventId")
+            return (f"a cancel request from workflow {other['workflowId']!r}"
+                    f"{f' (its event {event})' if event else ''}")
+        return "a cancel request"
 
     def failed(self, failure: dict) -> DurableLabError:
         info = failure.get("activityFailureInfo")
@@ -608,5 +667,5 @@ class _Importer:
             location=user_frame(failure))
 
 
-__all__ = ["load_temporal", "decode_payloads", "TemporalHistoryError", "TemporalRunEnded",
-           "LAST_ATTEMPT_NOTE"]
+__all__ = ["load_temporal", "decode_payloads", "model_usage", "TemporalHistoryError",
+           "TemporalRunEnded", "LAST_ATTEMPT_NOTE"]

@@ -21,9 +21,14 @@ can read them:
 
 `read_histories` checks a file before anything is mapped, so a truncated or foreign file
 fails with a `TemporalHistoryError` that names the file and the problem, never
-half-imported. Event references (`scheduledEventId`, `startedEventId` ...) point back to
-earlier events; one that points to its own event or a later one means the history was
-damaged or edited, and is refused the same way.
+half-imported. A task's references (`scheduledEventId`, `startedEventId`, `initiatedEventId`
+...: `BACKWARD_REFERENCES`) name the event that opened it, earlier in this history; one that
+points to its own event or a later one means the history was damaged or edited, and is
+refused the same way. Other references are not checked for order, because Temporal itself
+writes them pointing elsewhere: `externalInitiatedEventId` names an event of *another*
+workflow's history (the one that cancelled or signalled this run), `parentInitiatedEventId`
+one of the parent's, and an update-heavy history can hold an event whose
+`workflowTaskCompletedEventId` is later than its own id. Temporal's replayers accept both.
 """
 
 from __future__ import annotations
@@ -121,8 +126,13 @@ def _events(doc, label: str, which: str = "") -> list[dict]:
         raise history_error(label, which + exc.problem) from None
 
 
-# References that name an event of another history (the parent's), not of this one.
-_FOREIGN_REFERENCES = {"parentInitiatedEventId"}
+#: References that must name an earlier event of this same history: what a task's end or
+#: start points back to (the activity, timer, child or Nexus operation it belongs to, the
+#: workflow task it completes, the update it completes). Any other `...EventId` may name
+#: an event of another workflow's history or a later one, and is only checked to be a number.
+BACKWARD_REFERENCES = frozenset({
+    "scheduledEventId", "startedEventId", "initiatedEventId", "latestCancelRequestedEventId",
+    "acceptedEventId", "requestedEventId"})
 
 
 def _checked(doc, label: str) -> list[dict]:
@@ -156,14 +166,14 @@ def _checked(doc, label: str) -> list[dict]:
                             f"it is incomplete")
     for event in events:
         for key, ref in event["attrs"].items():
-            if not key.endswith("EventId") or key in _FOREIGN_REFERENCES:
+            if not key.endswith("EventId"):
                 continue
             try:
                 ref = int(ref)
             except (TypeError, ValueError):
                 raise history_error(label, f"event {event['id']} ({event['type']}) has "
                                     f"{key} {ref!r}, which is not an event id") from None
-            if ref >= event["id"]:
+            if key in BACKWARD_REFERENCES and ref >= event["id"]:
                 raise history_error(label, (
                     f"event {event['id']} ({event['type']}) refers to {key} {ref}, "
                     f"{'itself' if ref == event['id'] else 'a later event'}; an event only "
