@@ -434,6 +434,8 @@ class AttemptRunner:
     # --- faults and crashes --------------------------------------------------------------
     def _fires(self, state, index: int, rule, position: int, attempt: int):
         """The rule's draws (see `faults.draw`) if it fires on this attempt, else None."""
+        if rule.between is not None and not rule.active_at(self.host.clock.now()):
+            return None
         crash = isinstance(rule, Crash)
         if rule.times is not None or crash:
             rows = [r for r in state.fault_rows if r.rule == index]

@@ -10,9 +10,11 @@ fires on an attempt is a pure function of (run seed, rule index, position, attem
 plan plus a seed always breaks a run the same way, and a crash-and-replay sees the same
 faults it saw before.
 
-A rule narrows where it applies with ``attempts=`` (attempt numbers, from 1) and
+A rule narrows where it applies with ``attempts=`` (attempt numbers, from 1),
 ``position=`` (history positions, from 1: the position an activity's event takes, which is
-also the number in its idempotency key). Together they pin one attempt of one call:
+also the number in its idempotency key) and ``between=(start, end)`` (virtual seconds: the
+rule fires only on attempts, or at crash points, reached at ``start <= now < end``, so a
+spike of failures can begin and end). Together they pin one attempt of one call:
 ``Fail("charge", status=500, position=3, attempts=[1, 2])`` fails the first two attempts of
 the charge at position 3 and nothing else, which is how `dl.counterfactual` meets a recorded
 run's failures again and how `dl.explore_crashes` crashes one point at a time.
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -50,14 +53,18 @@ class Rule:
 
     #: activity name or glob ("charge_*", "*").
     activity: str
+    # Keywords only: the activity comes first, then each rule's own fields in order
+    # (``Latency("fetch", 2.0)``, ``Crash("charge", "after_effect")``).
     #: which attempt numbers (1-based) it applies to; None means all.
-    attempts: tuple | None = None
+    attempts: tuple | None = field(default=None, kw_only=True)
     #: probability that it fires on an attempt it applies to.
-    p: float = 1.0
+    p: float = field(default=1.0, kw_only=True)
     #: the most times it may fire in one run; None means no limit.
-    times: int | None = None
+    times: int | None = field(default=None, kw_only=True)
     #: which history positions (1-based) it applies to; None means all.
-    position: tuple | None = None
+    position: tuple | None = field(default=None, kw_only=True)
+    #: (start, end) in virtual seconds: it fires only at ``start <= now < end``; None: always.
+    between: tuple | None = field(default=None, kw_only=True)
 
     def __post_init__(self):
         where = f"{type(self).__name__}({self.activity!r})"
@@ -79,6 +86,8 @@ class Rule:
         object.__setattr__(self, "p", check_probability(self.p, where))
         check_int(self.times, where, "times", 0, none_ok=True,
                   what=" (how often the rule may fire in one run)")
+        if self.between is not None:
+            object.__setattr__(self, "between", _window(self.between, where))
 
     def applies(self, name: str, attempt: int, position: int | None = None) -> bool:
         """Whether the rule applies to this attempt of `name` (at `position`, when given)."""
@@ -87,6 +96,10 @@ class Rule:
         if position is not None and self.position is not None and position not in self.position:
             return False
         return name == self.activity or fnmatch.fnmatchcase(name, self.activity)
+
+    def active_at(self, now: float) -> bool:
+        """Whether `now` (virtual seconds) is inside the rule's ``between`` window."""
+        return self.between is None or self.between[0] <= now < self.between[1]
 
     def failure(self):
         """The error an attempt meets when this rule decides it without running the
@@ -101,6 +114,23 @@ class Rule:
                 data[f.name] = list(value) if isinstance(value, tuple) else value
         data.setdefault("activity", self.activity)
         return data
+
+
+def _window(value, where: str) -> tuple[float, float]:
+    """`between` as (start, end) seconds, checked: two finite numbers, end after start."""
+    if not isinstance(value, (list, tuple)) or len(value) != 2 or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+        raise bad_type(where, "between", f"between={value!r} must be (start, end): two numbers "
+                                         f"of virtual seconds, such as between=(20, 25)")
+    start, end = (float(v) for v in value)
+    if not (math.isfinite(start) and math.isfinite(end)):
+        raise bad_value(where, "between", f"between={value!r} must hold finite seconds (an "
+                                          f"infinite time cannot be stored in a plan's JSON)")
+    if end <= start:
+        raise bad_value(where, "between", f"between={value!r} ends before it starts (or as it "
+                                          f"starts): give (start, end) with end after start, "
+                                          f"such as between=({start:g}, {start + 5:g})")
+    return start, end
 
 
 @dataclass(frozen=True)
@@ -265,13 +295,25 @@ class Fail(Rule):
         return FAIL_ERRORS[self.error](text, cause_class="Fail")
 
 
+LATENCY_DISTRIBUTIONS = ("uniform", "normal", "exponential")
+
+
 @dataclass(frozen=True)
 class Latency(Rule):
-    """The attempt takes `seconds` longer (uniform up to `max_seconds` when given) and
-    then runs normally."""
+    """The attempt takes longer, then runs normally. How much longer, by `distribution`:
+
+    - ``"uniform"`` (the default): exactly `seconds`, or uniform in [seconds, max_seconds]
+      when `max_seconds` is given;
+    - ``"normal"``: mean `seconds`, standard deviation `sd` (required); a draw below 0 is
+      folded to its absolute value, as in Brooker's |N(10 ms, 2 ms)| network, since an
+      attempt cannot end before it starts;
+    - ``"exponential"``: mean `seconds` (a memoryless delay: many short, a few long).
+    """
 
     seconds: float = 1.0
     max_seconds: float | None = None
+    distribution: str = "uniform"
+    sd: float | None = None
 
     def __post_init__(self):
         # A negative latency would end an attempt before it started: history runs backwards.
@@ -279,12 +321,34 @@ class Latency(Rule):
         where = f"Latency({self.activity!r})"
         check_seconds(self.seconds, where, "seconds")
         check_seconds(self.max_seconds, where, "max_seconds", none_ok=True)
+        check_seconds(self.sd, where, "sd", none_ok=True)
         if self.max_seconds is not None and self.max_seconds < self.seconds:
             raise bad_value(where, "max_seconds", f"max_seconds={self.max_seconds!r} is below "
                                                   f"seconds={self.seconds!r}; the latency is "
                                                   f"drawn from [seconds, max_seconds]")
+        if self.distribution not in LATENCY_DISTRIBUTIONS:
+            raise bad_value(where, "distribution", f"distribution={self.distribution!r} is not "
+                                                   f"one of {', '.join(LATENCY_DISTRIBUTIONS)}")
+        if self.distribution == "normal" and self.sd is None:
+            raise bad_value(where, "sd", "distribution='normal' needs sd= (its standard "
+                                         "deviation in seconds, e.g. seconds=0.010, sd=0.002)")
+        if self.distribution != "normal" and self.sd is not None:
+            raise bad_value(where, "sd", f"sd= goes with distribution='normal', not "
+                                         f"{self.distribution!r}")
+        if self.distribution != "uniform" and self.max_seconds is not None:
+            raise bad_value(where, "max_seconds", f"max_seconds= bounds a uniform latency; with "
+                                                  f"distribution={self.distribution!r} "
+                                                  f"`seconds` is the mean")
 
     def draw(self, rng: Draws) -> float:
+        """Seconds to add, from the rule's draws for one attempt (the first decided that
+        the rule fires; these are the next ones)."""
+        if self.distribution == "normal":      # Box-Muller: two uniforms, one normal
+            u1, u2 = rng.random(), rng.random()
+            z = math.sqrt(-2.0 * math.log(1.0 - u1)) * math.cos(2.0 * math.pi * u2)
+            return abs(self.seconds + self.sd * z)
+        if self.distribution == "exponential":
+            return -self.seconds * math.log(1.0 - rng.random())
         if self.max_seconds is None:
             return float(self.seconds)
         return rng.uniform(self.seconds, self.max_seconds)
