@@ -60,7 +60,7 @@ def outcome_of(error: DurableLabError) -> str:
     cause = error.cause_class or ""
     if cause == "CircuitOpen":
         return "circuit_open"
-    if cause == "Throttled":
+    if cause == "ThrottledLocally":   # durablelab.limits; a 429 may be named Throttled
         return "throttled"
     if "Timeout" in cause:
         return "timeout"
@@ -443,7 +443,8 @@ class AttemptRunner:
                 return None
             if crash and any(r.position == position and r.attempt == attempt for r in rows):
                 return None  # a crash point fires once: the recovered worker passes it
-        key = draw_key(state.seed, index, position, attempt)   # `draw`'s, drawn from once
+        key = draw_key(state.seed, index, position, attempt,   # `draw`'s, drawn from once
+                       state.run_id if state.faults.per_run else None)
         return Draws(key, drawn=1) if first(key) < rule.p else None
 
     def _record_fault(self, state, index, rule, position, attempt) -> FaultRecord:

@@ -8,7 +8,9 @@ or a worker crash at a named point. Rules are checked in order: `Latency` adds t
 lets the call go on; the first other rule that fires decides the attempt. Whether a rule
 fires on an attempt is a pure function of (run seed, rule index, position, attempt), so a
 plan plus a seed always breaks a run the same way, and a crash-and-replay sees the same
-faults it saw before.
+faults it saw before. Two runs with the same seed therefore meet the same faults, which is
+what a fair comparison of two policies wants; ``FaultPlan(rules, per_run=True)`` adds the
+run id to the draws, so runs sharing a seed (many clients of one experiment) draw apart.
 
 A rule narrows where it applies with ``attempts=`` (attempt numbers, from 1),
 ``position=`` (history positions, from 1: the position an activity's event takes, which is
@@ -371,22 +373,33 @@ RULE_TYPES = {cls.__name__: cls for cls in (RateLimit, ServerError, ConnectionRe
                                             Hang, Latency, Malformed, Fail, Crash)}
 
 
-def draw(seed: int, index: int, position: int, attempt: int) -> Draws:
-    """The draws for one (run seed, rule index, position, attempt): the same every time.
-    The first decides whether the rule fires; a `Latency` range takes the second."""
-    return Draws(draw_key(seed, index, position, attempt))
+def draw(seed: int, index: int, position: int, attempt: int,
+         run_id: str | None = None) -> Draws:
+    """The draws for one (run seed, rule index, position, attempt), and the run id for a
+    `per_run` plan: the same every time. The first decides whether the rule fires; a
+    `Latency` takes the next ones."""
+    return Draws(draw_key(seed, index, position, attempt, run_id))
 
 
-def draw_key(seed: int, index: int, position: int, attempt: int) -> bytes:
-    """The key of `draw`'s numbers."""
-    return b"fault:%d:%d:%d:%d" % (seed, index, position, attempt)
+def draw_key(seed: int, index: int, position: int, attempt: int,
+             run_id: str | None = None) -> bytes:
+    """The key of `draw`'s numbers. Without a run id it is the key every plan used before
+    `per_run` existed, so their runs meet exactly the faults they always met."""
+    key = b"fault:%d:%d:%d:%d" % (seed, index, position, attempt)
+    return key if run_id is None else key + b":" + run_id.encode()
 
 
 @dataclass
 class FaultPlan:
-    """An ordered list of rules, applied to any activity whose name they match."""
+    """An ordered list of rules, applied to any activity whose name they match.
+
+    `per_run`: False (the default) draws each rule from (seed, rule, position, attempt), so
+    runs sharing a seed meet the same faults (two policies compared on equal terms); True
+    adds the run id, so they draw apart (many clients of one world, each its own network).
+    """
 
     rules: list = field(default_factory=list)
+    per_run: bool = False
     # (activity name, attempt, crash point) -> the (index, rule) pairs that apply there.
     _applicable: dict = field(default_factory=dict, init=False, repr=False, compare=False)
     # the keys of `_applicable` whose rules include one with a `position=`
@@ -396,6 +409,9 @@ class FaultPlan:
 
     def __post_init__(self):
         self.rules = list(self.rules)
+        if not isinstance(self.per_run, bool):
+            raise bad_type("FaultPlan", "per_run", f"per_run={self.per_run!r} must be True or "
+                                                   f"False")
         for i, rule in enumerate(self.rules):
             if not isinstance(rule, Rule):
                 raise bad_type("FaultPlan", "rules", f"rule {i} is {rule!r}, not a rule such "
@@ -433,8 +449,10 @@ class FaultPlan:
     def to_json(self) -> str:
         """The plan as compact JSON (computed once: every run started with it stores it)."""
         if self._json is None:
-            self._json = json.dumps({"version": 1, "rules": [r.to_dict() for r in self.rules]},
-                                    indent=None, separators=(",", ":"))
+            data = {"version": 1, "rules": [r.to_dict() for r in self.rules]}
+            if self.per_run:     # only when set: older plans keep their bytes
+                data["per_run"] = True
+            self._json = json.dumps(data, indent=None, separators=(",", ":"))
         return self._json
 
     @classmethod
@@ -455,10 +473,13 @@ class FaultPlan:
             raise plan_error(f"{source} is not valid JSON: {exc}") from None
         if not isinstance(data, dict):
             raise plan_error(f"{source}: expected an object with 'version' and 'rules'")
-        unknown = set(data) - {"version", "rules"}
+        unknown = set(data) - {"version", "rules", "per_run"}
         if unknown:
             raise plan_error(f"{source}: unknown key {sorted(unknown)[0]!r} at the top level "
-                             f"(allowed: 'version', 'rules')")
+                             f"(allowed: 'version', 'rules', 'per_run')")
+        per_run = data.get("per_run", False)
+        if not isinstance(per_run, bool):
+            raise plan_error(f"{source}: 'per_run' must be true or false, not {per_run!r}")
         if data.get("version") != 1:
             raise plan_error(f"{source}: version {data.get('version')!r} is not supported "
                              f"(this durablelab reads version 1)")
@@ -481,7 +502,7 @@ class FaultPlan:
                 rules.append(kind(**args))
             except (TypeError, ValueError) as exc:
                 raise plan_error(f"{where}: {exc}") from None
-        return cls(rules)
+        return cls(rules, per_run=per_run)
 
     def __iter__(self):
         return iter(self.rules)

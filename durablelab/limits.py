@@ -19,10 +19,10 @@ them, as it would a real client's):
   requests sees only about `k` times what it accepts.
 
 A throttle's refusal is recorded as a failed attempt with outcome ``"throttled"`` (cause
-``Throttled``, a `Transient` error, so the policy may retry it later); it never reached the
-service, so a service's own counts never include it. A quota's refusal is not an attempt at
-all: the activity fails for good with its last real error, and the failure says the quota
-was empty.
+``ThrottledLocally``, a `Transient` error, so the policy may retry it later); it never
+reached the service, so a service's own counts never include it. A quota's refusal is not
+an attempt at all: the activity fails for good with its last real error, and the failure
+says the quota was empty.
 """
 
 from __future__ import annotations
@@ -178,7 +178,7 @@ class ThrottleState:
             f"throttled locally: the service accepted {accepts} of the last {requests} "
             f"requests to {name!r} within {self.config.window:g}s, so this one was refused "
             f"with probability {p:.2f} and never sent (dl.AdaptiveThrottle(k="
-            f"{self.config.k:g}))", cause_class="Throttled")
+            f"{self.config.k:g}))", cause_class="ThrottledLocally")
 
     def accepted(self, at: float) -> None:
         """The service accepted a request that ended at `at`."""

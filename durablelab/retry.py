@@ -14,7 +14,7 @@ import json
 import math
 import random
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from .breaker import CircuitBreaker
 from .limits import AdaptiveThrottle, RetryQuota
@@ -121,6 +121,13 @@ class RetryPolicy:
             raise bad_value("RetryPolicy", problems[0].partition("=")[0],
                             "; ".join(problems) + ". See help(dl.RetryPolicy)")
         object.__setattr__(self, "non_retryable", tuple(self.non_retryable))
+
+    def __repr__(self) -> str:
+        # The limits show only when set: a plain policy prints as it always did (lessons
+        # compare the text).
+        shown = [f"{f.name}={getattr(self, f.name)!r}" for f in fields(self)
+                 if f.name not in ("budget", "throttle") or getattr(self, f.name) is not None]
+        return f"RetryPolicy({', '.join(shown)})"
 
     def allows(self, attempts: int) -> bool:
         """Whether another attempt may follow `attempts` attempts (model-output retries aside)."""

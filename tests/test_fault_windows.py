@@ -140,3 +140,36 @@ def test_a_bad_window_in_a_plan_file_names_the_file_and_rule(tmp_path):
                     '"between": [30, 20]}]}')
     with pytest.raises(ValueError, match=r"spike.json, rule 0: .*ends before it starts"):
         FaultPlan.from_json(path)
+
+
+def latencies(plan, runs=20, seed=0):
+    def wf(ctx, _):
+        return ctx.activity("call", lambda: "ok")
+    with dl.Engine() as engine:
+        for i in range(runs):
+            engine.start(wf, None, run_id=f"client-{i}", seed=seed, faults=plan)
+        engine.run_until_idle()
+        return [engine.run(f"client-{i}").attempts["ended_at"][0]
+                - engine.run(f"client-{i}").attempts["started_at"][0] for i in range(runs)]
+
+
+def test_runs_sharing_a_seed_meet_the_same_faults_unless_the_plan_draws_per_run():
+    rule = Latency("call", seconds=0.010, distribution="normal", sd=0.002)
+    same = latencies(FaultPlan([rule]))
+    assert len(set(same)) == 1                   # a fair comparison: every run, one draw
+    apart = latencies(FaultPlan([rule], per_run=True))
+    assert len(set(apart)) == 20
+    assert apart == [rule.draw(Draws(draw_key(0, 0, 1, 1, f"client-{i}"), drawn=1))
+                     for i in range(20)]
+
+
+def test_a_per_run_plan_round_trips_and_older_plans_keep_their_bytes():
+    plan = FaultPlan([ServerError("x", p=0.5)], per_run=True)
+    assert plan.to_json() == ('{"version":1,"rules":[{"type":"ServerError","activity":"x",'
+                              '"p":0.5}],"per_run":true}')
+    assert FaultPlan.from_json(plan.to_json()).per_run is True
+    assert "per_run" not in FaultPlan([ServerError("x", p=0.5)]).to_json()
+    with pytest.raises(ValueError, match="'per_run' must be true or false"):
+        FaultPlan.from_json('{"version": 1, "rules": [], "per_run": "yes"}')
+    with pytest.raises(TypeError, match="per_run=1 must be True or False"):
+        FaultPlan([], per_run=1)

@@ -172,7 +172,7 @@ def test_the_throttle_refuses_locally_with_the_books_probability(engine):
     assert len(service.calls) == n - sum(refused)     # the service never saw a refusal
     throttled = runs[refused.index(True)]
     error = failed_for_good(engine, throttled)
-    assert error.cause_class == "Throttled" and error.error_class == "Transient"
+    assert error.cause_class == "ThrottledLocally" and error.error_class == "Transient"
     # a refusal is what the client did, not the world: a counterfactual does not replay it
     assert len(dl.failures_plan(engine.run(throttled))) == 0
 
@@ -228,3 +228,9 @@ def test_bad_limits_are_refused_naming_the_argument(make, argument, kind):
     with pytest.raises(kind, match=f"{argument}=") as info:
         make()
     assert isinstance(info.value, dl.DurableLabError) and info.value.argument == argument
+
+
+def test_a_policy_prints_its_limits_only_when_it_has_them():
+    assert "budget" not in repr(dl.RetryPolicy()) and "throttle" not in repr(dl.RetryPolicy())
+    shown = repr(dl.RetryPolicy(throttle=dl.AdaptiveThrottle(k=3.0)))
+    assert shown.endswith("breaker=None, throttle=AdaptiveThrottle(k=3.0, window=120.0))")
