@@ -38,6 +38,7 @@ from .errors import (ActivityFailed, AgentConfigError, BudgetExceeded, Cancelled
                      UnknownWorkflowWarning, WorkflowError, WorkflowRedefinedWarning)
 from .faults import FaultPlan
 from .heartbeat import heartbeat, idempotency_key, last_heartbeat
+from .limits import AdaptiveThrottle, RetryQuota
 from .registry import workflow
 from .retry import RetryPolicy, classify, next_delay
 
@@ -96,6 +97,7 @@ from .version import __version__  # noqa: E402 (kept in one place; see version.p
 __all__ = [
     "Engine", "Context", "Saga", "Run", "VirtualClock", "WallClock",
     "RetryPolicy", "classify", "next_delay", "CircuitBreaker", "Budget",
+    "RetryQuota", "AdaptiveThrottle",
     "Transient", "RateLimited", "NonRetryable", "ModelOutputError",
     "ActivityFailed", "NonDeterminismError", "WorkflowError", "DurableLabError",
     "DeterminismGuardError",

@@ -42,8 +42,9 @@ from .draws import Draws, first
 from .errors import (BudgetExceeded, DurableLabError, ModelOutputError, NonRetryable,
                      RateLimited, Transient, activity_failed)
 from .faults import Crash, Hang, Latency, Malformed, Timeout, draw_key
+from .limits import SharedLimits
 from .records import AttemptRecord, CrashRecord, FaultRecord
-from .retry import RetryPolicy, classify, next_delay
+from .retry import RetryPolicy, classify, next_delay, previous_wait
 
 if TYPE_CHECKING:
     from .clock import VirtualClock, WallClock
@@ -60,6 +61,8 @@ def outcome_of(error: DurableLabError) -> str:
     cause = error.cause_class or ""
     if cause == "CircuitOpen":
         return "circuit_open"
+    if cause == "ThrottledLocally":   # durablelab.limits; a 429 may be named Throttled
+        return "throttled"
     if "Timeout" in cause:
         return "timeout"
     if isinstance(error, RateLimited):
@@ -165,6 +168,18 @@ class AttemptRunner:
         #: activity name -> BreakerState: the worker's circuit breakers, shared by its runs.
         self.breakers: dict[str, BreakerState] = {}
 
+    @property
+    def breakers(self) -> dict:
+        return self._breakers
+
+    @breakers.setter
+    def breakers(self, value: dict) -> None:
+        # The engine empties `breakers` whenever the worker is fresh (`forget`, recovery
+        # after a crash). The retry quotas and throttles are the same worker memory, shared
+        # by the same runs, so they start afresh with them.
+        self._breakers = value
+        self.limits = SharedLimits()
+
     def execute(self, state, cursor: h.Cursor, req: Request) -> Any:
         """Run one attempt of a new activity, then finish it (or leave it in flight)."""
         outcome = self.begin(state, req, cursor.position + 1)
@@ -230,11 +245,14 @@ class AttemptRunner:
         latency, error, rule = 0.0, None, None
         if breaker is not None:
             error = breaker.refuse(name, now)
+        if error is None and policy.throttle is not None:
+            error = self.limits.refuse(policy, name, now, Draws(
+                f"throttle:{state.seed}:{state.run_id}:{position}:{attempt}"))
         if error is None and faults is not None:
             latency, rule = self._draw_faults(state, name, position, attempt)
         value_json = kept = None
         if error is not None:
-            pass  # the breaker refused: nothing is called
+            pass  # the breaker or the throttle refused: nothing is called
         elif rule is None or isinstance(rule, (Timeout, Malformed)):
             value_json, error, kept = self._call(state, req, position, previous)
             if crashes:
@@ -351,6 +369,8 @@ class AttemptRunner:
         # naming the position that started it; any other activity's is at its position.
         at, handle = (len(state.history) + 1, position) if o.handle else (position, None)
         if error is None:
+            if o.policy.budget is not None or o.policy.throttle is not None:
+                self._limits_end(o, state, False)
             text = o.text
             event = h.Event(at, h.ACTIVITY, name, h.digest_of(text), True,
                             o.value_json, o.ended_at, attempt, o.started_at, "ok",
@@ -381,11 +401,16 @@ class AttemptRunner:
             rng = Draws(f"retry:{state.seed}:{state.run_id}:{position}:{attempt}")
             # Clamped, not refused: the policy cannot know the instant it is used at, and
             # a backoff past the last instant a float holds would save `inf` (clock.within).
-            delay = within(o.ended_at, next_delay(policy, attempt, error, rng))
+            delay = within(o.ended_at, next_delay(policy, attempt, error, rng,
+                                                  previous_wait(previous)))
             limit = o.schedule_to_close
             if limit is not None and o.ended_at + delay > o.first_started_at + limit:
                 retry = False
                 why = f"the next attempt would start after schedule_to_close={limit:g}s"
+        if policy.budget is not None or policy.throttle is not None:
+            refused = self._limits_end(o, state, retry)
+            if refused is not None:
+                retry, why = False, refused
         if retry:
             row = AttemptRecord(state.run_id, position, name, attempt, o.started_at,
                                 o.ended_at, outcome_of(error), error.error_class,
@@ -409,6 +434,13 @@ class AttemptRunner:
         if burnt:
             self._check_budget(state, name, position)
         raise failed
+
+    def _limits_end(self, o: Attempt, state, retrying: bool) -> str | None:
+        """Count an ended attempt in its policy's throttle and quota (`durablelab.limits`);
+        why the quota refuses the retry, or None."""
+        return self.limits.ended(o.policy, o.name, (state.run_id, o.position), o.ended_at,
+                                 o.error, retrying,
+                                 o.error is not None and outcome_of(o.error) == "timeout")
 
     def _burn(self, state, error: ModelOutputError) -> bool:
         """Record a broken answer's usage in the run's sum at once, budget or not: the
@@ -439,6 +471,8 @@ class AttemptRunner:
     # --- faults and crashes --------------------------------------------------------------
     def _fires(self, state, index: int, rule, position: int, attempt: int):
         """The rule's draws (see `faults.draw`) if it fires on this attempt, else None."""
+        if rule.between is not None and not rule.active_at(self.host.clock.now()):
+            return None
         crash = isinstance(rule, Crash)
         if rule.times is not None or crash:
             rows = [r for r in state.fault_rows if r.rule == index]
@@ -446,7 +480,8 @@ class AttemptRunner:
                 return None
             if crash and any(r.position == position and r.attempt == attempt for r in rows):
                 return None  # a crash point fires once: the recovered worker passes it
-        key = draw_key(state.seed, index, position, attempt)   # `draw`'s, drawn from once
+        key = draw_key(state.seed, index, position, attempt,   # `draw`'s, drawn from once
+                       state.run_id if state.faults.per_run else None)
         return Draws(key, drawn=1) if first(key) < rule.p else None
 
     def _record_fault(self, state, index, rule, position, attempt) -> FaultRecord:

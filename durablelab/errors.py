@@ -750,6 +750,9 @@ _GIVE_UP_FIX = {
                         "feedback=), or catch dl.ActivityFailed around the call",
     "schedule_to_close": "raise schedule_to_close on the ctx.activity call, or give the "
                          "service fewer, later attempts",
+    "retry quota": "this is the quota doing its job while the service fails for many runs; "
+                   "to retry more, give dl.RetryQuota a larger capacity or cheaper retries "
+                   "(retry_cost=, timeout_cost=), or catch dl.ActivityFailed around the call",
 }
 
 
@@ -758,6 +761,8 @@ def activity_failed(run_id, activity, position, attempts, error: ActivityError,
     """The error an activity that failed for good raises in its workflow code."""
     if "schedule_to_close" in why:
         fix = _GIVE_UP_FIX["schedule_to_close"]
+    elif why.startswith("the retry quota"):
+        fix = _GIVE_UP_FIX["retry quota"]
     else:
         fix = _GIVE_UP_FIX.get(error.error_class, (
             "give it more attempts or a longer backoff (dl.RetryPolicy(max_attempts=..., "

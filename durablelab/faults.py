@@ -8,11 +8,15 @@ or a worker crash at a named point. Rules are checked in order: `Latency` adds t
 lets the call go on; the first other rule that fires decides the attempt. Whether a rule
 fires on an attempt is a pure function of (run seed, rule index, position, attempt), so a
 plan plus a seed always breaks a run the same way, and a crash-and-replay sees the same
-faults it saw before.
+faults it saw before. Two runs with the same seed therefore meet the same faults, which is
+what a fair comparison of two policies wants; ``FaultPlan(rules, per_run=True)`` adds the
+run id to the draws, so runs sharing a seed (many clients of one experiment) draw apart.
 
-A rule narrows where it applies with ``attempts=`` (attempt numbers, from 1) and
+A rule narrows where it applies with ``attempts=`` (attempt numbers, from 1),
 ``position=`` (history positions, from 1: the position an activity's event takes, which is
-also the number in its idempotency key). Together they pin one attempt of one call:
+also the number in its idempotency key) and ``between=(start, end)`` (virtual seconds: the
+rule fires only on attempts, or at crash points, reached at ``start <= now < end``, so a
+spike of failures can begin and end). Together they pin one attempt of one call:
 ``Fail("charge", status=500, position=3, attempts=[1, 2])`` fails the first two attempts of
 the charge at position 3 and nothing else, which is how `dl.counterfactual` meets a recorded
 run's failures again and how `dl.explore_crashes` crashes one point at a time.
@@ -34,6 +38,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -50,14 +55,18 @@ class Rule:
 
     #: activity name or glob ("charge_*", "*").
     activity: str
+    # Keywords only: the activity comes first, then each rule's own fields in order
+    # (``Latency("fetch", 2.0)``, ``Crash("charge", "after_effect")``).
     #: which attempt numbers (1-based) it applies to; None means all.
-    attempts: tuple | None = None
+    attempts: tuple | None = field(default=None, kw_only=True)
     #: probability that it fires on an attempt it applies to.
-    p: float = 1.0
+    p: float = field(default=1.0, kw_only=True)
     #: the most times it may fire in one run; None means no limit.
-    times: int | None = None
+    times: int | None = field(default=None, kw_only=True)
     #: which history positions (1-based) it applies to; None means all.
-    position: tuple | None = None
+    position: tuple | None = field(default=None, kw_only=True)
+    #: (start, end) in virtual seconds: it fires only at ``start <= now < end``; None: always.
+    between: tuple | None = field(default=None, kw_only=True)
 
     def __post_init__(self):
         where = f"{type(self).__name__}({self.activity!r})"
@@ -79,6 +88,8 @@ class Rule:
         object.__setattr__(self, "p", check_probability(self.p, where))
         check_int(self.times, where, "times", 0, none_ok=True,
                   what=" (how often the rule may fire in one run)")
+        if self.between is not None:
+            object.__setattr__(self, "between", _window(self.between, where))
 
     def applies(self, name: str, attempt: int, position: int | None = None) -> bool:
         """Whether the rule applies to this attempt of `name` (at `position`, when given)."""
@@ -87,6 +98,10 @@ class Rule:
         if position is not None and self.position is not None and position not in self.position:
             return False
         return name == self.activity or fnmatch.fnmatchcase(name, self.activity)
+
+    def active_at(self, now: float) -> bool:
+        """Whether `now` (virtual seconds) is inside the rule's ``between`` window."""
+        return self.between is None or self.between[0] <= now < self.between[1]
 
     def failure(self):
         """The error an attempt meets when this rule decides it without running the
@@ -101,6 +116,23 @@ class Rule:
                 data[f.name] = list(value) if isinstance(value, tuple) else value
         data.setdefault("activity", self.activity)
         return data
+
+
+def _window(value, where: str) -> tuple[float, float]:
+    """`between` as (start, end) seconds, checked: two finite numbers, end after start."""
+    if not isinstance(value, (list, tuple)) or len(value) != 2 or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+        raise bad_type(where, "between", f"between={value!r} must be (start, end): two numbers "
+                                         f"of virtual seconds, such as between=(20, 25)")
+    start, end = (float(v) for v in value)
+    if not (math.isfinite(start) and math.isfinite(end)):
+        raise bad_value(where, "between", f"between={value!r} must hold finite seconds (an "
+                                          f"infinite time cannot be stored in a plan's JSON)")
+    if end <= start:
+        raise bad_value(where, "between", f"between={value!r} ends before it starts (or as it "
+                                          f"starts): give (start, end) with end after start, "
+                                          f"such as between=({start:g}, {start + 5:g})")
+    return start, end
 
 
 @dataclass(frozen=True)
@@ -265,13 +297,25 @@ class Fail(Rule):
         return FAIL_ERRORS[self.error](text, cause_class="Fail")
 
 
+LATENCY_DISTRIBUTIONS = ("uniform", "normal", "exponential")
+
+
 @dataclass(frozen=True)
 class Latency(Rule):
-    """The attempt takes `seconds` longer (uniform up to `max_seconds` when given) and
-    then runs normally."""
+    """The attempt takes longer, then runs normally. How much longer, by `distribution`:
+
+    - ``"uniform"`` (the default): exactly `seconds`, or uniform in [seconds, max_seconds]
+      when `max_seconds` is given;
+    - ``"normal"``: mean `seconds`, standard deviation `sd` (required); a draw below 0 is
+      folded to its absolute value, as in Brooker's |N(10 ms, 2 ms)| network, since an
+      attempt cannot end before it starts;
+    - ``"exponential"``: mean `seconds` (a memoryless delay: many short, a few long).
+    """
 
     seconds: float = 1.0
     max_seconds: float | None = None
+    distribution: str = "uniform"
+    sd: float | None = None
 
     def __post_init__(self):
         # A negative latency would end an attempt before it started: history runs backwards.
@@ -279,12 +323,34 @@ class Latency(Rule):
         where = f"Latency({self.activity!r})"
         check_seconds(self.seconds, where, "seconds")
         check_seconds(self.max_seconds, where, "max_seconds", none_ok=True)
+        check_seconds(self.sd, where, "sd", none_ok=True)
         if self.max_seconds is not None and self.max_seconds < self.seconds:
             raise bad_value(where, "max_seconds", f"max_seconds={self.max_seconds!r} is below "
                                                   f"seconds={self.seconds!r}; the latency is "
                                                   f"drawn from [seconds, max_seconds]")
+        if self.distribution not in LATENCY_DISTRIBUTIONS:
+            raise bad_value(where, "distribution", f"distribution={self.distribution!r} is not "
+                                                   f"one of {', '.join(LATENCY_DISTRIBUTIONS)}")
+        if self.distribution == "normal" and self.sd is None:
+            raise bad_value(where, "sd", "distribution='normal' needs sd= (its standard "
+                                         "deviation in seconds, e.g. seconds=0.010, sd=0.002)")
+        if self.distribution != "normal" and self.sd is not None:
+            raise bad_value(where, "sd", f"sd= goes with distribution='normal', not "
+                                         f"{self.distribution!r}")
+        if self.distribution != "uniform" and self.max_seconds is not None:
+            raise bad_value(where, "max_seconds", f"max_seconds= bounds a uniform latency; with "
+                                                  f"distribution={self.distribution!r} "
+                                                  f"`seconds` is the mean")
 
     def draw(self, rng: Draws) -> float:
+        """Seconds to add, from the rule's draws for one attempt (the first decided that
+        the rule fires; these are the next ones)."""
+        if self.distribution == "normal":      # Box-Muller: two uniforms, one normal
+            u1, u2 = rng.random(), rng.random()
+            z = math.sqrt(-2.0 * math.log(1.0 - u1)) * math.cos(2.0 * math.pi * u2)
+            return abs(self.seconds + self.sd * z)
+        if self.distribution == "exponential":
+            return -self.seconds * math.log(1.0 - rng.random())
         if self.max_seconds is None:
             return float(self.seconds)
         return rng.uniform(self.seconds, self.max_seconds)
@@ -307,22 +373,33 @@ RULE_TYPES = {cls.__name__: cls for cls in (RateLimit, ServerError, ConnectionRe
                                             Hang, Latency, Malformed, Fail, Crash)}
 
 
-def draw(seed: int, index: int, position: int, attempt: int) -> Draws:
-    """The draws for one (run seed, rule index, position, attempt): the same every time.
-    The first decides whether the rule fires; a `Latency` range takes the second."""
-    return Draws(draw_key(seed, index, position, attempt))
+def draw(seed: int, index: int, position: int, attempt: int,
+         run_id: str | None = None) -> Draws:
+    """The draws for one (run seed, rule index, position, attempt), and the run id for a
+    `per_run` plan: the same every time. The first decides whether the rule fires; a
+    `Latency` takes the next ones."""
+    return Draws(draw_key(seed, index, position, attempt, run_id))
 
 
-def draw_key(seed: int, index: int, position: int, attempt: int) -> bytes:
-    """The key of `draw`'s numbers."""
-    return b"fault:%d:%d:%d:%d" % (seed, index, position, attempt)
+def draw_key(seed: int, index: int, position: int, attempt: int,
+             run_id: str | None = None) -> bytes:
+    """The key of `draw`'s numbers. Without a run id it is the key every plan used before
+    `per_run` existed, so their runs meet exactly the faults they always met."""
+    key = b"fault:%d:%d:%d:%d" % (seed, index, position, attempt)
+    return key if run_id is None else key + b":" + run_id.encode()
 
 
 @dataclass
 class FaultPlan:
-    """An ordered list of rules, applied to any activity whose name they match."""
+    """An ordered list of rules, applied to any activity whose name they match.
+
+    `per_run`: False (the default) draws each rule from (seed, rule, position, attempt), so
+    runs sharing a seed meet the same faults (two policies compared on equal terms); True
+    adds the run id, so they draw apart (many clients of one world, each its own network).
+    """
 
     rules: list = field(default_factory=list)
+    per_run: bool = False
     # (activity name, attempt, crash point) -> the (index, rule) pairs that apply there.
     _applicable: dict = field(default_factory=dict, init=False, repr=False, compare=False)
     # the keys of `_applicable` whose rules include one with a `position=`
@@ -332,6 +409,9 @@ class FaultPlan:
 
     def __post_init__(self):
         self.rules = list(self.rules)
+        if not isinstance(self.per_run, bool):
+            raise bad_type("FaultPlan", "per_run", f"per_run={self.per_run!r} must be True or "
+                                                   f"False")
         for i, rule in enumerate(self.rules):
             if not isinstance(rule, Rule):
                 raise bad_type("FaultPlan", "rules", f"rule {i} is {rule!r}, not a rule such "
@@ -369,8 +449,10 @@ class FaultPlan:
     def to_json(self) -> str:
         """The plan as compact JSON (computed once: every run started with it stores it)."""
         if self._json is None:
-            self._json = json.dumps({"version": 1, "rules": [r.to_dict() for r in self.rules]},
-                                    indent=None, separators=(",", ":"))
+            data = {"version": 1, "rules": [r.to_dict() for r in self.rules]}
+            if self.per_run:     # only when set: older plans keep their bytes
+                data["per_run"] = True
+            self._json = json.dumps(data, indent=None, separators=(",", ":"))
         return self._json
 
     @classmethod
@@ -391,10 +473,13 @@ class FaultPlan:
             raise plan_error(f"{source} is not valid JSON: {exc}") from None
         if not isinstance(data, dict):
             raise plan_error(f"{source}: expected an object with 'version' and 'rules'")
-        unknown = set(data) - {"version", "rules"}
+        unknown = set(data) - {"version", "rules", "per_run"}
         if unknown:
             raise plan_error(f"{source}: unknown key {sorted(unknown)[0]!r} at the top level "
-                             f"(allowed: 'version', 'rules')")
+                             f"(allowed: 'version', 'rules', 'per_run')")
+        per_run = data.get("per_run", False)
+        if not isinstance(per_run, bool):
+            raise plan_error(f"{source}: 'per_run' must be true or false, not {per_run!r}")
         if data.get("version") != 1:
             raise plan_error(f"{source}: version {data.get('version')!r} is not supported "
                              f"(this durablelab reads version 1)")
@@ -417,7 +502,7 @@ class FaultPlan:
                 rules.append(kind(**args))
             except (TypeError, ValueError) as exc:
                 raise plan_error(f"{where}: {exc}") from None
-        return cls(rules)
+        return cls(rules, per_run=per_run)
 
     def __iter__(self):
         return iter(self.rules)

@@ -14,9 +14,10 @@ import json
 import math
 import random
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from .breaker import CircuitBreaker
+from .limits import AdaptiveThrottle, RetryQuota
 from .errors import (ActivityError, ModelOutputError, NonRetryable, RateLimited, Transient,
                      bad_value)
 
@@ -30,11 +31,25 @@ class RetryPolicy:
         cap(n) = min(max_interval, initial * backoff ** (n - 1))
 
     With the defaults (``initial=1, backoff=2, max_interval=60``) the caps after attempts
-    1, 2, 3, 4, ... are 1, 2, 4, 8, 16, 32, 60, 60 s. With ``jitter="none"`` the wait is the
-    cap; with ``jitter="full"`` it is drawn uniformly from ``[0, cap]`` (seeded by the run,
-    so a replay draws the same), which spreads many runs' retries apart instead of letting
-    them hit a recovering service in lockstep. A `RateLimited` error waits at least its
-    ``retry_after``. A wait that would end past the largest instant a float holds (a
+    1, 2, 3, 4, ... are 1, 2, 4, 8, 16, 32, 60, 60 s. `jitter` says how the wait is drawn
+    from it, with ``u`` a number in [0, 1) drawn for the attempt (seeded by the run, so a
+    replay draws the same):
+
+    - ``"none"``: exactly ``cap(n)``: 1, 2, 4, 8 s. Many runs failing together come back
+      together, in lockstep.
+    - ``"full"`` (the default): ``U(0, cap(n)) = u * cap(n)``: after attempt 3, u = 0.25
+      waits 1 s. The widest spread, so the least contention (Brooker, 2015).
+    - ``"equal"``: ``cap(n)/2 + U(0, cap(n)/2)``: after attempt 3, u = 0.25 waits
+      2 + 0.5 = 2.5 s; never less than half the cap, so a run always backs off somewhat.
+    - ``"decorrelated"``: ``min(max_interval, U(initial, 3 * previous))``, where
+      ``previous`` is the wait before the failed attempt (``initial`` after attempt 1): u =
+      0.5 waits U(1, 3) = 2 s after attempt 1, then U(1, 6) = 3.5 s, then U(1, 10.5) =
+      5.75 s. It ignores `backoff` and the cap; each wait grows from the last one rather
+      than from the attempt number (Brooker's "decorrelated jitter").
+
+    The four are as Marc Brooker's "Exponential Backoff And Jitter" (AWS Architecture Blog,
+    2015) defines them, with ``initial`` as his base. A `RateLimited` error waits at least
+    its ``retry_after``. A wait that would end past the largest instant a float holds (a
     ``max_interval`` of 1e308 late in virtual time) ends at that instant instead: it is
     clamped where the engine schedules it, not refused here, since a policy cannot know
     when it will be used.
@@ -44,6 +59,12 @@ class RetryPolicy:
     run time-out (``start(timeout=)``, or a sweep's ``timeout``).
     Model-output errors (malformed JSON, schema violations) have their own small budget,
     ``model_output_budget`` retries, apart from ``max_attempts``.
+
+    Two limits are shared by every run on an engine (one worker's memory, like
+    `breaker`): ``budget=dl.RetryQuota(...)``, the AWS SDKs' token bucket, which refuses a
+    retry once too many have been made, and ``throttle=dl.AdaptiveThrottle(...)``, the SRE
+    book's client-side throttle, which refuses requests locally while the service rejects
+    most of them (see `durablelab.limits`).
     """
 
     #: attempts in all, the first included; 1 means never retry; None means no limit.
@@ -54,7 +75,9 @@ class RetryPolicy:
     backoff: float = 2.0
     #: seconds: the cap never grows past this.
     max_interval: float = 60.0
-    #: "full" (uniform in [0, cap]) or "none" (exactly the cap).
+    #: "full" (uniform in [0, cap]), "equal" (cap/2 plus uniform in [0, cap/2]),
+    #: "decorrelated" (uniform in [initial, 3 x the previous wait], at most max_interval)
+    #: or "none" (exactly the cap).
     jitter: str = "full"
     #: exception classes (or their names) that are never retried, whatever `classify` says.
     non_retryable: tuple = field(default=())
@@ -62,6 +85,10 @@ class RetryPolicy:
     model_output_budget: int = 2
     #: a `CircuitBreaker` shared by every run calling this activity name, or None.
     breaker: CircuitBreaker | None = None
+    #: a `RetryQuota` (token bucket) shared by every run calling this activity name, or None.
+    budget: RetryQuota | None = None
+    #: an `AdaptiveThrottle` shared by every run calling this activity name, or None.
+    throttle: AdaptiveThrottle | None = None
 
     def __post_init__(self):
         problems = []
@@ -80,14 +107,27 @@ class RetryPolicy:
                 1 <= self.backoff < math.inf):
             problems.append(f"backoff={self.backoff!r} must be a number >= 1 (and finite: "
                             f"the factor each wait grows by; 1 keeps it constant)")
-        if self.jitter not in ("full", "none"):
-            problems.append(f"jitter={self.jitter!r} must be 'full' or 'none'")
+        if self.jitter not in JITTERS:
+            problems.append(f"jitter={self.jitter!r} must be one of "
+                            f"{', '.join(repr(j) for j in JITTERS)}")
+        if self.budget is not None and not isinstance(self.budget, RetryQuota):
+            problems.append(f"budget={self.budget!r} must be a dl.RetryQuota(...) or None")
+        if self.throttle is not None and not isinstance(self.throttle, AdaptiveThrottle):
+            problems.append(f"throttle={self.throttle!r} must be a dl.AdaptiveThrottle(...) "
+                            f"or None")
         if not isinstance(self.model_output_budget, int) or self.model_output_budget < 0:
             problems.append(f"model_output_budget={self.model_output_budget!r} must be an int >= 0")
         if problems:
             raise bad_value("RetryPolicy", problems[0].partition("=")[0],
                             "; ".join(problems) + ". See help(dl.RetryPolicy)")
         object.__setattr__(self, "non_retryable", tuple(self.non_retryable))
+
+    def __repr__(self) -> str:
+        # The limits show only when set: a plain policy prints as it always did (lessons
+        # compare the text).
+        shown = [f"{f.name}={getattr(self, f.name)!r}" for f in fields(self)
+                 if f.name not in ("budget", "throttle") or getattr(self, f.name) is not None]
+        return f"RetryPolicy({', '.join(shown)})"
 
     def allows(self, attempts: int) -> bool:
         """Whether another attempt may follow `attempts` attempts (model-output retries aside)."""
@@ -105,7 +145,11 @@ class RetryPolicy:
                 "model_output_budget": self.model_output_budget,
                 "breaker": None if self.breaker is None else {
                     "failures": self.breaker.failures,
-                    "reset_after": self.breaker.reset_after}}
+                    "reset_after": self.breaker.reset_after},
+                # only when set: every stored policy written before they existed stays
+                # byte for byte what it was
+                **({} if self.budget is None else {"budget": self.budget.to_dict()}),
+                **({} if self.throttle is None else {"throttle": self.throttle.to_dict()})}
 
     @classmethod
     def from_dict(cls, data: dict, where: str = "RetryPolicy") -> "RetryPolicy":
@@ -120,6 +164,16 @@ class RetryPolicy:
             raise policy_error(where, unknown[0], "unknown key")
         data = dict(data)
         breaker = data.pop("breaker", None)
+        limits = {}
+        for key, kind in (("budget", RetryQuota), ("throttle", AdaptiveThrottle)):
+            value = data.pop(key, None)
+            if value is None:
+                continue
+            allowed = set(kind.__dataclass_fields__)
+            if not isinstance(value, dict) or set(value) - allowed:
+                raise policy_error(where, None, f"{key}={value!r} must be an object with "
+                                                f"keys among {', '.join(sorted(allowed))}")
+            limits[key] = (kind, value)
         if "non_retryable" in data:
             names = data["non_retryable"]
             if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
@@ -132,7 +186,8 @@ class RetryPolicy:
         try:
             if breaker is not None:
                 breaker = CircuitBreaker(**breaker)
-            return cls(**data, breaker=breaker)
+            built = {key: kind(**value) for key, (kind, value) in limits.items()}
+            return cls(**data, breaker=breaker, **built)
         except (TypeError, ValueError) as exc:
             problem = getattr(exc, "message", str(exc))   # ours already names the class
             problem = problem.removeprefix("RetryPolicy: ").removesuffix(
@@ -172,7 +227,9 @@ class RetryPolicy:
 
 
 _FIELDS = ("max_attempts", "initial", "backoff", "max_interval", "jitter", "non_retryable",
-           "model_output_budget", "breaker")
+           "model_output_budget", "breaker", "budget", "throttle")
+#: the values `RetryPolicy(jitter=)` takes.
+JITTERS = ("full", "equal", "decorrelated", "none")
 
 
 class Overrides:
@@ -224,20 +281,43 @@ class Overrides:
 
 
 def next_delay(policy: RetryPolicy, attempt: int, error: ActivityError,
-               rng: random.Random) -> float:
+               rng: random.Random, previous: float | None = None) -> float:
     """Seconds to wait after failed attempt `attempt` before the next one.
 
-    Pure: the same policy, attempt, error and generator state give the same delay. A
-    `RateLimited` error waits max(retry_after, the jittered delay). `rng` is anything with
-    `uniform(a, b)`: a `random.Random`, or the hashed draws the engine uses
-    (`durablelab.draws.Draws`).
+    Pure: the same policy, attempt, error, previous wait and generator state give the same
+    delay. `previous` is the wait before attempt `attempt` (only ``"decorrelated"`` jitter
+    reads it; None, as after attempt 1, means ``policy.initial``). A `RateLimited` error
+    waits max(retry_after, the jittered delay). `rng` is anything with `uniform(a, b)`: a
+    `random.Random`, or the hashed draws the engine uses (`durablelab.draws.Draws`). Each
+    mode takes one draw, the full mode exactly the draw it always took, so adding modes
+    changed no existing run's delays. The formulas are in `RetryPolicy`'s docstring.
     """
-    cap = policy.cap(attempt)
-    delay = cap if policy.jitter == "none" else rng.uniform(0.0, cap)
+    jitter = policy.jitter
+    if jitter == "full":
+        delay = rng.uniform(0.0, policy.cap(attempt))
+    elif jitter == "none":
+        delay = policy.cap(attempt)
+    elif jitter == "equal":
+        half = policy.cap(attempt) / 2
+        delay = half + rng.uniform(0.0, half)
+    else:   # decorrelated
+        before = policy.initial if previous is None else previous
+        delay = min(policy.max_interval, rng.uniform(policy.initial, 3 * before))
     retry_after = getattr(error, "retry_after", None)
     if isinstance(error, RateLimited) and _finite_seconds(retry_after):
         delay = max(float(retry_after), delay)
     return delay
+
+
+def previous_wait(rows) -> float | None:
+    """The wait before the latest attempt of an activity, from its recorded failed attempts
+    (`AttemptRecord` rows, oldest first), or None before any: what decorrelated jitter
+    grows from. A row with no wait (an attempt lost with its worker, run again at once)
+    is not a backoff the policy chose, so it is passed over."""
+    for row in reversed(rows):
+        if row.delay > 0:
+            return row.delay
+    return None
 
 
 # --- classification ----------------------------------------------------------------------
@@ -317,5 +397,5 @@ def classify(exc: BaseException) -> ActivityError:
     return Transient(message, cause_class=cause)
 
 
-__all__ = ["RetryPolicy", "Overrides", "next_delay", "classify", "Transient", "RateLimited",
-           "NonRetryable", "ModelOutputError"]
+__all__ = ["RetryPolicy", "Overrides", "next_delay", "previous_wait", "classify", "JITTERS",
+           "Transient", "RateLimited", "NonRetryable", "ModelOutputError"]

@@ -12,6 +12,7 @@ def test_public_names_are_pinned():
     assert sorted(dl.__all__) == sorted([
         "Engine", "Context", "Saga", "Run", "VirtualClock", "WallClock",
         "RetryPolicy", "classify", "next_delay", "CircuitBreaker", "Budget",
+        "RetryQuota", "AdaptiveThrottle",
         "Transient", "RateLimited", "NonRetryable", "ModelOutputError",
         "ActivityFailed", "NonDeterminismError", "WorkflowError", "DurableLabError",
         "DeterminismGuardError",

@@ -232,9 +232,9 @@ class DBOSContext:
                 why = f"its {policy.max_attempts} attempts are spent"
             if not retry:
                 raise activity_failed(self.run_id, name, position, attempt, error, why)
-            delay = 0.0
+            previous, delay = delay, 0.0     # decorrelated jitter grows from the last wait
             if not isinstance(error, ModelOutputError):
-                delay = next_delay(policy, attempt - malformed, error, draws)
+                delay = next_delay(policy, attempt - malformed, error, draws, previous or None)
                 DBOS.sleep(delay)
             attempt += 1
 

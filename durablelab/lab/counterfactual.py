@@ -31,7 +31,7 @@ from ..faults import CRASH_POINTS, Crash, Fail, FaultPlan, Hang, Latency
 from ..errors import BadType, BadValue
 
 #: attempt outcomes that are not failures of the world: nothing to meet again.
-NOT_FAILURES = ("ok", "in_flight", "circuit_open")
+NOT_FAILURES = ("ok", "in_flight", "circuit_open", "throttled")
 _CRASHED_AT = re.compile(r"worker crashed at (\w+)")
 _RETRY_AFTER = re.compile(r"Retry-After: ([0-9.]+) ?s")
 
@@ -53,7 +53,8 @@ def failures_plan(run) -> FaultPlan:
     - a time-out becomes a `Hang` (nothing answers, so the same time-out ends it);
     - a crash at a point becomes ``Crash(activity, point=..., times=1)``.
 
-    Refusals by a circuit breaker are left out: they are what a policy did, not the world.
+    Refusals by a circuit breaker or a throttle are left out: they are what a policy did,
+    not the world.
     A worker death that the run only suffered (another run's crash, ``engine.crash()``)
     left no point in its attempts and is left out too.
     """
