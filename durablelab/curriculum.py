@@ -1,10 +1,12 @@
 """The lessons as a whole: where they are, what they are called, and opening them in JupyterLab.
 
-The lessons are notebooks (``notebooks/NN_name.ipynb``) beside the fault plans and model
-fixtures they read (``datasets/``, reached from a notebook as ``../datasets``). In a source
-checkout they are the checkout's own folders. A wheel carries a copy of both inside the
-package (``durablelab/lessons/notebooks`` and ``durablelab/lessons/datasets``; ``setup.py``
-copies them in at build time, so the checkout holds them once). An installed package is
+The lessons are notebooks (``notebooks/NN_name.ipynb``) beside the fault plans, histories and
+model fixtures they read (``datasets/``) and the solutions to their exercises
+(``solutions/``). In a source checkout they are the checkout's own folders. A wheel carries a
+copy of all three inside the package (``durablelab/lessons/...``; ``setup.py`` copies them in
+at build time, so the checkout holds them once). A lesson reads its datasets through
+`datasets_dir`, `dataset` and `fault_plans`, which find them however durablelab was
+installed and wherever the notebook runs. An installed package is
 read-only and shared, so `open_lab` first copies the lessons into a folder the learner owns,
 ``~/durablelab-lessons`` by default, and only ever adds the files that are missing there: a
 learner's edits are never overwritten, and the command says which files it kept.
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import filecmp
 import importlib.util
+from importlib import resources
 import json
 import os
 import re
@@ -27,14 +30,14 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import command_error
+from .errors import command_error, dataset_missing
 
 PACKAGE = Path(__file__).resolve().parent
 #: Where a wheel keeps its copy of the lessons (see the module docstring).
 SHIPPED = PACKAGE / "lessons"
 #: The folder `durablelab lab` copies the lessons into when durablelab is installed.
 DEFAULT_COPY = Path("~") / "durablelab-lessons"
-FOLDERS = ("notebooks", "datasets")
+FOLDERS = ("notebooks", "datasets", "solutions")
 _MINUTES = re.compile(r"\babout (\d+) minutes\b", re.I)
 
 
@@ -73,10 +76,35 @@ def lessons_root() -> Path:
 
 
 def datasets_dir() -> Path:
-    """The ``datasets/`` folder (fault plans, model fixtures) of the checkout, or the copy a
-    wheel carries; code that reads a named dataset (``SimLLM(scenario=...)``) looks here."""
+    """The ``datasets/`` folder (fault plans, recorded histories, model fixtures): the
+    checkout's, or the copy a wheel carries inside the package, found with
+    `importlib.resources` so it is the same however durablelab was installed and wherever a
+    notebook runs. Lessons and code that read a named dataset (``SimLLM(scenario=...)``)
+    look here, never next to the notebook; `dataset` and `fault_plans` check it is there."""
     root = checkout()
-    return (root if root is not None else SHIPPED) / "datasets"
+    if root is not None:
+        return root / "datasets"
+    return Path(str(resources.files(__package__).joinpath("lessons", "datasets")))
+
+
+def dataset(*parts: str) -> Path:
+    """One file or folder of the datasets, ``dataset("histories", "onboarding_v1.jsonl")``;
+    raises `DatasetError` (where it looked, and the fix) when it is not there."""
+    path = datasets_dir().joinpath(*parts)
+    if not path.exists():
+        raise dataset_missing(path, f"the dataset {'/'.join(parts)!r}")
+    return path
+
+
+def fault_plans() -> dict[str, Path]:
+    """The named fault plans shipped with durablelab (``datasets/faults/*.json``), in name
+    order: ``{"rate_limit_storm": Path(...)}``. None found is a `DatasetError`: a lesson
+    that promises a listing must not print an empty one."""
+    folder = datasets_dir() / "faults"
+    found = {path.stem: path for path in sorted(folder.glob("*.json"))}
+    if not found:
+        raise dataset_missing(folder, "the named fault plans (datasets/faults/*.json)")
+    return found
 
 
 def lessons(root: Path | None = None) -> list[Lesson]:

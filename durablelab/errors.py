@@ -304,6 +304,22 @@ class DBOSReadError(DurableLabError, ValueError):
     fields = ("url", "workflow_id", "what")
 
 
+class DatasetError(DurableLabError, FileNotFoundError):
+    """A dataset the lessons read (named fault plans, recorded histories, model scenarios)
+    is not where this durablelab keeps them: `path` is where it looked, `what` what was
+    missing. A listing that comes back empty is this error, never an empty loop."""
+
+    fields = ("path", "what")
+
+
+def dataset_missing(path, what: str) -> DatasetError:
+    return DatasetError(
+        f"{what} not found: durablelab looked in {path}. The lessons' datasets ship inside "
+        f"the package (durablelab/lessons/datasets in a wheel) and live in datasets/ in a "
+        f"source checkout; reinstall durablelab (pip install --force-reinstall durablelab), "
+        f"or run it from a checkout", path=str(path), what=what)
+
+
 class DurableLabWarning(UserWarning):
     """Base of durablelab's warnings."""
 

@@ -11,7 +11,9 @@ engine on the learner's answer, so what it says is what the engine does, not a s
 
 Checkers live one module per lesson (`lesson01`, `lesson03`, ...), each registering its
 exercises with `@exercise("NN.k", "title")`; every `lessonNN` module in this package is
-imported below, so a new lesson only adds its module. The solutions are kept out of the package, in the checkout's ``solutions/`` folder.
+imported below, so a new lesson only adds its module. The solutions are kept out of this
+package's code, in ``solutions/`` beside ``notebooks/`` (a wheel carries them as lesson
+files, and ``durablelab lab`` copies them out with the lessons).
 """
 
 from __future__ import annotations
