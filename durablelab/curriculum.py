@@ -9,7 +9,8 @@ at build time, so the checkout holds them once). A lesson reads its datasets thr
 installed and wherever the notebook runs. An installed package is
 read-only and shared, so `open_lab` first copies the lessons into a folder the learner owns,
 ``~/durablelab-lessons`` by default, and only ever adds the files that are missing there: a
-learner's edits are never overwritten, and the command says which files it kept.
+learner's edits are never overwritten, and the command says which files it kept. JupyterLab
+then opens on the quickstart, with its "Jupyter news" question switched off.
 
 A lesson's minutes come from its first cell, which says "About 20 minutes." (notebook
 metadata would not survive `tools/refresh_notebooks.py`); without that sentence they are
@@ -27,6 +28,7 @@ import os
 import re
 import shutil
 import sys
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -193,14 +195,58 @@ def prepare(into: str | None = None) -> Path:
     return target
 
 
+#: JupyterLab's "Jupyter news" question covers the notebook on a first launch; the same
+#: settings binder/postBuild gives Binder, as defaults (a learner's own settings still win).
+QUIET_NEWS = {"@jupyterlab/apputils-extension:notification":
+              {"fetchNews": "false", "checkForUpdates": False}}
+
+
+def first_lesson_url(root: Path) -> str | None:
+    """The JupyterLab URL path that opens the first lesson (the quickstart) of `root`, with
+    the file browser on ``notebooks/``: ``/lab/tree/notebooks/00_quickstart.ipynb``."""
+    found = lessons(root) if (root / "notebooks").is_dir() else []
+    if not found:
+        return None
+    rel = found[0].path.relative_to(root)
+    return "/lab/tree/" + "/".join(urllib.parse.quote(part) for part in rel.parts)
+
+
 def lab_command(root: Path, extra: list[str], open_notebooks: bool = True) -> list[str]:
-    """The `jupyter lab` command line for `root`, with the learner's options `extra`."""
+    """The `jupyter lab` command line for `root`, with the learner's options `extra`.
+
+    JupyterLab's own ``LabApp.default_url`` decides where ``/``, the printed URL and the
+    browser land (``ServerApp.default_url`` is overwritten by it, so giving that one opens
+    the root folder instead): it is set to the quickstart, unless the learner gave one."""
     command = [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={root}"]
-    if open_notebooks and (root / "notebooks").is_dir():
-        command.append("--ServerApp.default_url=/lab/tree/notebooks")
+    url = first_lesson_url(root) if open_notebooks else None
+    if url and not any("default_url" in option for option in extra):
+        command.append(f"--LabApp.default_url={url}")
     if is_root() and "--allow-root" not in extra:
         command.append("--allow-root")
     return command + list(extra)
+
+
+def quiet_news() -> Path | None:
+    """Switch off JupyterLab's "Jupyter news" question in this Python environment, as
+    binder/postBuild does on Binder, so it does not cover the quickstart on a first launch.
+
+    It writes `QUIET_NEWS` as ``overrides.d/durablelab.json`` in JupyterLab's application
+    settings (``<JUPYTERLAB_DIR or sys.prefix/share/jupyter/lab>/settings``): a file of its
+    own, so the environment's ``overrides.json`` is left alone, and defaults only, so a
+    learner who turns news on in the Settings menu keeps it on. Returns the file, or None
+    (and says so) when that folder cannot be written; JupyterLab then asks, as it would."""
+    from jupyterlab.commands import get_app_dir
+    path = Path(get_app_dir()) / "settings" / "overrides.d" / "durablelab.json"
+    if path.is_file():
+        return path
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(QUIET_NEWS, indent=1) + "\n", encoding="utf-8")
+    except OSError as exc:
+        print(f"durablelab: could not switch off the \"Jupyter news\" notice ({path.parent}: "
+              f"{exc.strerror or exc}); answer it once in JupyterLab")
+        return None
+    return path
 
 
 def is_root() -> bool:
@@ -223,6 +269,7 @@ def open_lab(notebooks: str | None, extra: list[str], into: str | None = None) -
         command = lab_command(root, extra, open_notebooks=False)
     else:
         command = lab_command(prepare(into), extra)
+    quiet_news()
     if is_root() and "--allow-root" not in extra:
         print("durablelab: running as root (a container or CI?), so JupyterLab gets "
               "--allow-root")
