@@ -322,12 +322,12 @@ def _plan(value, where: str) -> FaultPlan | None:
     try:
         if isinstance(value, (list, tuple)):
             return FaultPlan(list(value))
-        if isinstance(value, (str, Path)):
+        if isinstance(value, (str, Path, dict)):
             return FaultPlan.from_json(value)
     except (TypeError, ValueError) as exc:
         raise SweepError(f"{where}: {exc}", argument="fault_plans") from None
-    raise SweepError(f"{where}: {value!r} is not a dl.FaultPlan, a list of rules or a plan's "
-                     f"JSON (None means no faults)", argument="fault_plans")
+    raise SweepError(f"{where}: {value!r} is not a dl.FaultPlan, a list of rules, a plan's "
+                     f"JSON or its dict form (None means no faults)", argument="fault_plans")
 
 
 def _seeds(seeds) -> list[int]:
