@@ -610,6 +610,32 @@ def check_text(value, call: str, argument: str, *, none_ok: bool = False,
     return value
 
 
+def check_json_keys(value, what: str, where: str, root: str = "input") -> None:
+    """Refuse a dict key that JSON would quietly turn into a string (an int, a float, a
+    bool, None): history holds JSON, so after replay the code would read ``"1"`` where it
+    wrote ``1``, and the `KeyError` would blame the workflow. Raises `SerializationError`
+    naming the key, its type and where it is (``input['items'][2]``, `root` naming the
+    value); keys that JSON cannot hold at all (tuples, ...) are left to the JSON encoder."""
+    pending = [(value, root)]
+    while pending:
+        item, path = pending.pop()
+        if isinstance(item, dict):
+            for key, inner in item.items():
+                if isinstance(key, (int, float)) or key is None:     # bool is an int
+                    becomes = next(iter(json.loads(json.dumps({key: 0}))))
+                    raise SerializationError(
+                        f"{what} has a dict key {key!r} (of type {type(key).__name__}) in "
+                        f"{path}, at {where}. History holds JSON, whose keys are strings: after "
+                        f"replay the code would read the key {becomes!r} instead, and a "
+                        f"KeyError would blame the workflow. Use string keys ({becomes!r}), "
+                        f"or a list of [key, value] pairs.", what=what, where=where)
+                if isinstance(inner, (dict, list, tuple)):
+                    pending.append((inner, f"{path}[{key!r}]"))
+        elif isinstance(item, (list, tuple)):
+            pending.extend((inner, f"{path}[{i}]") for i, inner in enumerate(item)
+                           if isinstance(inner, (dict, list, tuple)))
+
+
 def history_gap(path, run_id: str, position: int, expected: int) -> DamagedRunError:
     """A stored history whose positions do not run 1, 2, 3, ...: the table has no primary
     key (it would cost a sixth of a sync step), so a duplicate is caught here, on load."""

@@ -42,7 +42,7 @@ from pathlib import Path
 
 from .. import history as h
 from ..registry import current_definition, workflow_name
-from ..errors import SweepError
+from ..errors import SweepError, check_json_keys
 from ..faults import FaultPlan
 from ..retry import Overrides, RetryPolicy
 
@@ -69,6 +69,8 @@ class Spec:
         self.inputs = list(inputs)
         if not self.inputs:
             raise SweepError("sweep(inputs=[]): give at least one input", argument="inputs")
+        for i, value in enumerate(self.inputs):      # an int key would come back a string
+            check_json_keys(value, f"input {i}", "dl.sweep(inputs=...)", f"inputs[{i}]")
         self.inputs_json = [h.to_json(v, f"input {i}", "dl.sweep(inputs=...)")
                             for i, v in enumerate(self.inputs)]
         self.policies = _named(policies, "policies", {"code": None}, _policy)
