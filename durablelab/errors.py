@@ -333,6 +333,11 @@ class WorkflowRedefinedWarning(DurableLabWarning):
     """A registered workflow was given a new definition while runs of it are in flight."""
 
 
+class UnmatchedFaultRuleWarning(DurableLabWarning):
+    """A sweep's fault plan has a rule whose activity name matched no activity any of its
+    runs reached (a typo tests nothing, and the sweep would look like a success)."""
+
+
 class GuardOffWarning(DurableLabWarning):
     """The determinism guard could not run (a profiler holds the hook it needs), so this
     wake-up ran unguarded."""

@@ -358,6 +358,15 @@ class FaultPlan:
             found = tuple((i, r) for i, r in found if r.position is None or position in r.position)
         return found
 
+    def unmatched(self, names) -> list[tuple[int, "Rule"]]:
+        """The (index, rule) pairs whose activity name or glob matches none of `names` (the
+        activities and waits a run or a sweep met): a typo such as "charge_crad" makes a
+        plan that tests nothing, and every view that knows the plan says so."""
+        names = set(names)
+        return [(i, rule) for i, rule in enumerate(self.rules)
+                if rule.activity not in names
+                and not any(fnmatch.fnmatchcase(name, rule.activity) for name in names)]
+
     def crashes(self) -> bool:
         """Whether any rule is a `Crash` (cached like `applicable`): an attempt asks at each
         of its crash points, and most plans have none."""
