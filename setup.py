@@ -1,10 +1,11 @@
 """One build step beyond pyproject.toml: the wheel carries the lessons.
 
-The lessons (``notebooks/``) and the files they read (``datasets/``) live once, at the top
-of the checkout, where the tests, the README and Binder expect them. A wheel must carry them
-too, so that ``durablelab lab`` can copy them out after ``pip install durablelab``: this
-``build_py`` copies both into the built package as ``durablelab/lessons/`` (where
-`durablelab.curriculum` looks for them). An editable install needs no copy: it runs from the
+The lessons (``notebooks/``), the files they read (``datasets/``) and the solutions to their
+exercises (``solutions/``) live once, at the top of the checkout, where the tests, the README
+and Binder expect them. A wheel must carry them too, so that the lessons find their datasets
+and ``durablelab lab`` can copy them out after ``pip install durablelab``: this ``build_py``
+copies all three into the built package as ``durablelab/lessons/`` (package data that
+`durablelab.curriculum` finds with importlib.resources). An editable install needs no copy: it runs from the
 checkout, whose folders `durablelab.curriculum` finds directly. Everything else about the
 package is in pyproject.toml.
 """
@@ -15,7 +16,7 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
-LESSON_FOLDERS = ("notebooks", "datasets")
+LESSON_FOLDERS = ("notebooks", "datasets", "solutions")
 SKIPPED_SUFFIXES = {".duckdb", ".wal", ".pyc"}
 
 

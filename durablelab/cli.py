@@ -394,7 +394,33 @@ def _sweep(args) -> int:
     print(experiment.cells[columns].to_string(index=False, float_format=lambda v: f"{v:.3g}"))
     print(f"\nresults: {Path(args.out) / 'results.duckdb'} (run again to resume)\n"
           f"export:  {exported} (dl.load reads it back)")
+    if len(experiment.frame) and not (experiment.frame["status"] == "completed").any():
+        print(f"durablelab: {_none_completed(experiment)}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _none_completed(experiment) -> str:
+    """Why a sweep in which not one run completed is almost surely a mistake in its config,
+    in one line: how the runs ended, the first one's error, and what a missing `world` does."""
+    import pandas as pd
+    frame = experiment.frame
+    ended = frame.groupby(["status", "error"], dropna=False).size().sort_values(ascending=False)
+    how = ", ".join(f"{n} {status}" + ("" if pd.isna(error) else f" ({error})")
+                    for (status, error), n in ended.items())
+    first = frame.iloc[0]
+    said = ""
+    try:
+        error = experiment.runs()[first["run_id"]].error
+        said = (f"; run {first['run_id']!r}: {_one_line(error).split('. ')[0]}"
+                if error is not None else "")
+    except Exception:  # noqa: BLE001 - the summary stands without the example
+        pass
+    world = ("" if experiment.spec.get("world") else
+             "; the config names no world, and a workflow that reads ctx.world gets None "
+             "(add world = \"module:factory\")")
+    return (f"not one of the {len(frame)} runs completed ({how}){said}{world}. A sweep that "
+            f"measures nothing but failures usually has a mistake in its config")
 
 
 def _add_sweep(command) -> None:

@@ -1,13 +1,16 @@
 """The lessons as a whole: where they are, what they are called, and opening them in JupyterLab.
 
-The lessons are notebooks (``notebooks/NN_name.ipynb``) beside the fault plans and model
-fixtures they read (``datasets/``, reached from a notebook as ``../datasets``). In a source
-checkout they are the checkout's own folders. A wheel carries a copy of both inside the
-package (``durablelab/lessons/notebooks`` and ``durablelab/lessons/datasets``; ``setup.py``
-copies them in at build time, so the checkout holds them once). An installed package is
+The lessons are notebooks (``notebooks/NN_name.ipynb``) beside the fault plans, histories and
+model fixtures they read (``datasets/``) and the solutions to their exercises
+(``solutions/``). In a source checkout they are the checkout's own folders. A wheel carries a
+copy of all three inside the package (``durablelab/lessons/...``; ``setup.py`` copies them in
+at build time, so the checkout holds them once). A lesson reads its datasets through
+`datasets_dir`, `dataset` and `fault_plans`, which find them however durablelab was
+installed and wherever the notebook runs. An installed package is
 read-only and shared, so `open_lab` first copies the lessons into a folder the learner owns,
 ``~/durablelab-lessons`` by default, and only ever adds the files that are missing there: a
-learner's edits are never overwritten, and the command says which files it kept.
+learner's edits are never overwritten, and the command says which files it kept. JupyterLab
+then opens on the quickstart, with its "Jupyter news" question switched off.
 
 A lesson's minutes come from its first cell, which says "About 20 minutes." (notebook
 metadata would not survive `tools/refresh_notebooks.py`); without that sentence they are
@@ -19,22 +22,24 @@ from __future__ import annotations
 
 import filecmp
 import importlib.util
+from importlib import resources
 import json
 import os
 import re
 import shutil
 import sys
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import command_error
+from .errors import command_error, dataset_missing
 
 PACKAGE = Path(__file__).resolve().parent
 #: Where a wheel keeps its copy of the lessons (see the module docstring).
 SHIPPED = PACKAGE / "lessons"
 #: The folder `durablelab lab` copies the lessons into when durablelab is installed.
 DEFAULT_COPY = Path("~") / "durablelab-lessons"
-FOLDERS = ("notebooks", "datasets")
+FOLDERS = ("notebooks", "datasets", "solutions")
 _MINUTES = re.compile(r"\babout (\d+) minutes\b", re.I)
 
 
@@ -73,10 +78,35 @@ def lessons_root() -> Path:
 
 
 def datasets_dir() -> Path:
-    """The ``datasets/`` folder (fault plans, model fixtures) of the checkout, or the copy a
-    wheel carries; code that reads a named dataset (``SimLLM(scenario=...)``) looks here."""
+    """The ``datasets/`` folder (fault plans, recorded histories, model fixtures): the
+    checkout's, or the copy a wheel carries inside the package, found with
+    `importlib.resources` so it is the same however durablelab was installed and wherever a
+    notebook runs. Lessons and code that read a named dataset (``SimLLM(scenario=...)``)
+    look here, never next to the notebook; `dataset` and `fault_plans` check it is there."""
     root = checkout()
-    return (root if root is not None else SHIPPED) / "datasets"
+    if root is not None:
+        return root / "datasets"
+    return Path(str(resources.files(__package__).joinpath("lessons", "datasets")))
+
+
+def dataset(*parts: str) -> Path:
+    """One file or folder of the datasets, ``dataset("histories", "onboarding_v1.jsonl")``;
+    raises `DatasetError` (where it looked, and the fix) when it is not there."""
+    path = datasets_dir().joinpath(*parts)
+    if not path.exists():
+        raise dataset_missing(path, f"the dataset {'/'.join(parts)!r}")
+    return path
+
+
+def fault_plans() -> dict[str, Path]:
+    """The named fault plans shipped with durablelab (``datasets/faults/*.json``), in name
+    order: ``{"rate_limit_storm": Path(...)}``. None found is a `DatasetError`: a lesson
+    that promises a listing must not print an empty one."""
+    folder = datasets_dir() / "faults"
+    found = {path.stem: path for path in sorted(folder.glob("*.json"))}
+    if not found:
+        raise dataset_missing(folder, "the named fault plans (datasets/faults/*.json)")
+    return found
 
 
 def lessons(root: Path | None = None) -> list[Lesson]:
@@ -165,14 +195,58 @@ def prepare(into: str | None = None) -> Path:
     return target
 
 
+#: JupyterLab's "Jupyter news" question covers the notebook on a first launch; the same
+#: settings binder/postBuild gives Binder, as defaults (a learner's own settings still win).
+QUIET_NEWS = {"@jupyterlab/apputils-extension:notification":
+              {"fetchNews": "false", "checkForUpdates": False}}
+
+
+def first_lesson_url(root: Path) -> str | None:
+    """The JupyterLab URL path that opens the first lesson (the quickstart) of `root`, with
+    the file browser on ``notebooks/``: ``/lab/tree/notebooks/00_quickstart.ipynb``."""
+    found = lessons(root) if (root / "notebooks").is_dir() else []
+    if not found:
+        return None
+    rel = found[0].path.relative_to(root)
+    return "/lab/tree/" + "/".join(urllib.parse.quote(part) for part in rel.parts)
+
+
 def lab_command(root: Path, extra: list[str], open_notebooks: bool = True) -> list[str]:
-    """The `jupyter lab` command line for `root`, with the learner's options `extra`."""
+    """The `jupyter lab` command line for `root`, with the learner's options `extra`.
+
+    JupyterLab's own ``LabApp.default_url`` decides where ``/``, the printed URL and the
+    browser land (``ServerApp.default_url`` is overwritten by it, so giving that one opens
+    the root folder instead): it is set to the quickstart, unless the learner gave one."""
     command = [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={root}"]
-    if open_notebooks and (root / "notebooks").is_dir():
-        command.append("--ServerApp.default_url=/lab/tree/notebooks")
+    url = first_lesson_url(root) if open_notebooks else None
+    if url and not any("default_url" in option for option in extra):
+        command.append(f"--LabApp.default_url={url}")
     if is_root() and "--allow-root" not in extra:
         command.append("--allow-root")
     return command + list(extra)
+
+
+def quiet_news() -> Path | None:
+    """Switch off JupyterLab's "Jupyter news" question in this Python environment, as
+    binder/postBuild does on Binder, so it does not cover the quickstart on a first launch.
+
+    It writes `QUIET_NEWS` as ``overrides.d/durablelab.json`` in JupyterLab's application
+    settings (``<JUPYTERLAB_DIR or sys.prefix/share/jupyter/lab>/settings``): a file of its
+    own, so the environment's ``overrides.json`` is left alone, and defaults only, so a
+    learner who turns news on in the Settings menu keeps it on. Returns the file, or None
+    (and says so) when that folder cannot be written; JupyterLab then asks, as it would."""
+    from jupyterlab.commands import get_app_dir
+    path = Path(get_app_dir()) / "settings" / "overrides.d" / "durablelab.json"
+    if path.is_file():
+        return path
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(QUIET_NEWS, indent=1) + "\n", encoding="utf-8")
+    except OSError as exc:
+        print(f"durablelab: could not switch off the \"Jupyter news\" notice ({path.parent}: "
+              f"{exc.strerror or exc}); answer it once in JupyterLab")
+        return None
+    return path
 
 
 def is_root() -> bool:
@@ -195,6 +269,7 @@ def open_lab(notebooks: str | None, extra: list[str], into: str | None = None) -
         command = lab_command(root, extra, open_notebooks=False)
     else:
         command = lab_command(prepare(into), extra)
+    quiet_news()
     if is_root() and "--allow-root" not in extra:
         print("durablelab: running as root (a container or CI?), so JupyterLab gets "
               "--allow-root")

@@ -13,7 +13,7 @@ or attempts in progress, and the sentence says so rather than guess).
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
@@ -92,7 +92,16 @@ def diagnose(run) -> Diagnosis:
     or none), backoff (attempt n of m, the next attempt), running (work due now, or an
     activity in flight), unregistered (its engine will not run it: nobody registered its
     workflow in this process, and the fix). Returns a `Diagnosis`.
+
+    Whatever the state, the sentence ends with what a typo leaves silent: a fault rule whose
+    activity name matched nothing in the run (`facts["unmatched_rules"]`), and a signal
+    that arrived under a name no `ctx.wait_signal` asked for
+    (`facts["unconsumed_signals"]`).
     """
+    return _with_notes(run, _state(run))
+
+
+def _state(run) -> Diagnosis:
     if run.status == "completed":
         return _completed(run)
     if run.status == "continued":
@@ -110,6 +119,83 @@ def diagnose(run) -> Diagnosis:
     if getattr(run, "workflow_registered", None) is False:
         return _unregistered(run)
     return _unfinished(run)
+
+
+# --- what a typo leaves silent -----------------------------------------------------------
+
+
+_ENDED = ("completed", "failed", "continued", "cancelled", "diverged")
+
+
+def _names_met(run) -> set[str]:
+    """The activities and waits the run met: what a fault rule's name can match."""
+    names = set(run.history["name"].dropna()) if len(run.history) else set()
+    if len(run.attempts):
+        names |= set(run.attempts["activity"].dropna())
+    return {str(n) for n in names}
+
+
+def unmatched_rules(run) -> list[tuple[int, object]]:
+    """The (index, rule) pairs of the run's fault plan whose activity name or glob matched
+    no activity or wait of the run ([] when the run carries no plan)."""
+    plan = getattr(run, "faults", None)
+    return [] if plan is None else plan.unmatched(_names_met(run))
+
+
+def unconsumed_signals(run) -> pd.DataFrame:
+    """The signals that arrived for the run and that no `ctx.wait_signal` consumed: the
+    k-th signal of a name is consumed by the k-th wait of that name that received one."""
+    signals = getattr(run, "signals", None)
+    if signals is None or not len(signals):
+        return pd.DataFrame(columns=["seq", "name", "signal_id", "arrived_at"])
+    history = run.history
+    received = history[history.kind.eq("signal_received")]["name"].value_counts()
+    rank = signals.groupby("name").cumcount()
+    taken = signals["name"].map(received).fillna(0)
+    return signals[rank >= taken].reset_index(drop=True)
+
+
+def _with_notes(run, found: Diagnosis) -> Diagnosis:
+    notes, facts = [], {}
+    rules = unmatched_rules(run)
+    if rules:
+        met = sorted(_names_met(run) & set(run.attempts["activity"].dropna())) \
+            if len(run.attempts) else []
+        shown = "; ".join(f"rule {i} {type(rule).__name__}({rule.activity!r})"
+                          for i, rule in rules)
+        notes.append(f"Fault plan: {shown} matched no activity or wait of this run, so "
+                     f"{'it' if len(rules) == 1 else 'they'} never applied (its activities: "
+                     f"{', '.join(repr(n) for n in met) or 'none'}); check the name.")
+        facts["unmatched_rules"] = [i for i, _ in rules]
+    left = unconsumed_signals(run)
+    ended = run.status in _ENDED
+    waited = set(run.history[run.history.kind.eq("wait_signal")]["name"]) \
+        if len(run.history) else set()
+    if not ended:       # a signal of a name the code waits for is buffered for its next wait
+        left = left[~left["name"].isin(waited)]
+    if len(left):
+        parts = []
+        for name, rows in left.groupby("name", sort=False):
+            count = f"{len(rows)} signals" if len(rows) > 1 else "a signal"
+            when = _rel(run, rows["arrived_at"].iloc[0])
+            if name in waited:
+                parts.append(f"{count} {name!r} arrived and no later wait read "
+                             f"{'them' if len(rows) > 1 else 'it'}")
+            elif ended:
+                parts.append(f"{count} {name!r} arrived {when}, and no ctx.wait_signal "
+                             f"asked for that name")
+            else:
+                parts.append(f"{count} {name!r} arrived {when}, and no ctx.wait_signal has "
+                             f"asked for that name so far")
+        asked = sorted(waited)
+        notes.append(f"Signals never read: {'; '.join(parts)}"
+                     f"{' (the code waits for ' + ', '.join(map(repr, asked)) + ')' if asked else ''}"
+                     f"; check the name given to engine.signal().")
+        facts["unconsumed_signals"] = list(left["name"])
+    if not notes:
+        return found
+    return replace(found, sentence=" ".join([found.sentence, *notes]),
+                   facts={**found.facts, **facts})
 
 
 def _unregistered(run) -> Diagnosis:

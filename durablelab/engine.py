@@ -31,7 +31,7 @@ from .activities import AttemptRunner, WorkerCrash
 from .budget import Budget, discarded_usage
 from .clock import VirtualClock, later
 from .context import Context, StopRun, Suspend, execute
-from .errors import (ActivityFailed, DuplicateRunError, cancelled, NonDeterminismError, RunFinishedError,
+from .errors import (ActivityFailed, DuplicateRunError, cancelled, check_json_keys, NonDeterminismError, RunFinishedError,
                      RunNotFoundError, RunTimedOut, SerializationError, bad_type, bad_value,
                      check_later, check_seconds, check_seed, check_text, damaged_run, engine_closed,
                      not_a_clock, not_a_path, read_only_beside_writer, read_only_engine,
@@ -287,6 +287,7 @@ class Engine:
                 f"and run the async work in activities (an async def activity is awaited)"))
         check_seed(seed, call)
         plan = self._plan(faults)
+        check_json_keys(input, "the workflow input", f"Engine.start({name})")
         input_json = h.to_json(input, "the workflow input", f"Engine.start({name})")
         if run_id is None:
             run_id = f"run-{_uuid.uuid4().hex[:12]}"

@@ -321,6 +321,22 @@ class DBOSReadError(DurableLabError, ValueError):
     fields = ("url", "workflow_id", "what")
 
 
+class DatasetError(DurableLabError, FileNotFoundError):
+    """A dataset the lessons read (named fault plans, recorded histories, model scenarios)
+    is not where this durablelab keeps them: `path` is where it looked, `what` what was
+    missing. A listing that comes back empty is this error, never an empty loop."""
+
+    fields = ("path", "what")
+
+
+def dataset_missing(path, what: str) -> DatasetError:
+    return DatasetError(
+        f"{what} not found: durablelab looked in {path}. The lessons' datasets ship inside "
+        f"the package (durablelab/lessons/datasets in a wheel) and live in datasets/ in a "
+        f"source checkout; reinstall durablelab (pip install --force-reinstall durablelab), "
+        f"or run it from a checkout", path=str(path), what=what)
+
+
 class DurableLabWarning(UserWarning):
     """Base of durablelab's warnings."""
 
@@ -332,6 +348,11 @@ class UnknownWorkflowWarning(DurableLabWarning):
 
 class WorkflowRedefinedWarning(DurableLabWarning):
     """A registered workflow was given a new definition while runs of it are in flight."""
+
+
+class UnmatchedFaultRuleWarning(DurableLabWarning):
+    """A sweep's fault plan has a rule whose activity name matched no activity any of its
+    runs reached (a typo tests nothing, and the sweep would look like a success)."""
 
 
 class GuardOffWarning(DurableLabWarning):
@@ -609,6 +630,32 @@ def check_text(value, call: str, argument: str, *, none_ok: bool = False,
                 f"{exc.start}), which is not text UTF-8 can store; names must be valid "
                 f"Unicode")) from None
     return value
+
+
+def check_json_keys(value, what: str, where: str, root: str = "input") -> None:
+    """Refuse a dict key that JSON would quietly turn into a string (an int, a float, a
+    bool, None): history holds JSON, so after replay the code would read ``"1"`` where it
+    wrote ``1``, and the `KeyError` would blame the workflow. Raises `SerializationError`
+    naming the key, its type and where it is (``input['items'][2]``, `root` naming the
+    value); keys that JSON cannot hold at all (tuples, ...) are left to the JSON encoder."""
+    pending = [(value, root)]
+    while pending:
+        item, path = pending.pop()
+        if isinstance(item, dict):
+            for key, inner in item.items():
+                if isinstance(key, (int, float)) or key is None:     # bool is an int
+                    becomes = next(iter(json.loads(json.dumps({key: 0}))))
+                    raise SerializationError(
+                        f"{what} has a dict key {key!r} (of type {type(key).__name__}) in "
+                        f"{path}, at {where}. History holds JSON, whose keys are strings: after "
+                        f"replay the code would read the key {becomes!r} instead, and a "
+                        f"KeyError would blame the workflow. Use string keys ({becomes!r}), "
+                        f"or a list of [key, value] pairs.", what=what, where=where)
+                if isinstance(inner, (dict, list, tuple)):
+                    pending.append((inner, f"{path}[{key!r}]"))
+        elif isinstance(item, (list, tuple)):
+            pending.extend((inner, f"{path}[{i}]") for i, inner in enumerate(item)
+                           if isinstance(inner, (dict, list, tuple)))
 
 
 def history_gap(path, run_id: str, position: int, expected: int) -> DamagedRunError:

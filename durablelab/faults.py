@@ -438,6 +438,15 @@ class FaultPlan:
             found = tuple((i, r) for i, r in found if r.position is None or position in r.position)
         return found
 
+    def unmatched(self, names) -> list[tuple[int, "Rule"]]:
+        """The (index, rule) pairs whose activity name or glob matches none of `names` (the
+        activities and waits a run or a sweep met): a typo such as "charge_crad" makes a
+        plan that tests nothing, and every view that knows the plan says so."""
+        names = set(names)
+        return [(i, rule) for i, rule in enumerate(self.rules)
+                if rule.activity not in names
+                and not any(fnmatch.fnmatchcase(name, rule.activity) for name in names)]
+
     def crashes(self) -> bool:
         """Whether any rule is a `Crash` (cached like `applicable`): an attempt asks at each
         of its crash points, and most plans have none."""
@@ -456,9 +465,20 @@ class FaultPlan:
         return self._json
 
     @classmethod
-    def from_json(cls, text_or_path: str | Path) -> "FaultPlan":
-        """Load a plan from JSON text or a file. Unknown keys, types and values are errors
-        that name the file, the rule and the field."""
+    def from_json(cls, text_or_path: str | Path | dict) -> "FaultPlan":
+        """Load a plan from JSON text, a file, or the dict that JSON holds
+        (``json.loads(plan.to_json())``, which is also what ``faults=`` accepts). Unknown
+        keys, types and values are errors that name the file, the rule and the field."""
+        if isinstance(text_or_path, dict):
+            return cls._from_data(text_or_path, "fault plan dict")
+        if isinstance(text_or_path, Rule):
+            raise bad_type("FaultPlan", "faults", f"{text_or_path!r} is one rule: pass a "
+                           f"list of rules, faults=[{type(text_or_path).__name__}(...)], or "
+                           f"dl.FaultPlan([...])")
+        if not isinstance(text_or_path, (str, Path)):
+            raise bad_type("FaultPlan", "faults", f"{text_or_path!r} is not a fault plan: pass "
+                           f"a dl.FaultPlan, a list of rules, a plan's JSON text or file, or "
+                           f"its dict form {{'version': 1, 'rules': [...]}}")
         source = "fault plan JSON"
         text = str(text_or_path)
         if isinstance(text_or_path, Path) or not text.lstrip().startswith("{"):
@@ -471,6 +491,10 @@ class FaultPlan:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise plan_error(f"{source} is not valid JSON: {exc}") from None
+        return cls._from_data(data, source)
+
+    @classmethod
+    def _from_data(cls, data, source: str) -> "FaultPlan":
         if not isinstance(data, dict):
             raise plan_error(f"{source}: expected an object with 'version' and 'rules'")
         unknown = set(data) - {"version", "rules", "per_run"}
@@ -480,6 +504,9 @@ class FaultPlan:
         per_run = data.get("per_run", False)
         if not isinstance(per_run, bool):
             raise plan_error(f"{source}: 'per_run' must be true or false, not {per_run!r}")
+        if "version" not in data:
+            raise plan_error(f"{source}: no 'version'; a plan's JSON starts with "
+                             f"{{\"version\": 1, \"rules\": [...]}}, as plan.to_json() writes")
         if data.get("version") != 1:
             raise plan_error(f"{source}: version {data.get('version')!r} is not supported "
                              f"(this durablelab reads version 1)")

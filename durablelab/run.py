@@ -15,11 +15,15 @@ engine's working state: the engine hands out a frozen `RunSnapshot` of a run's f
 - `wakeups`: one row per time the code ran from the top: woke_at, reason, replayed, recorded.
 - `crashes`: worker deaths during the run's life: crashed_at, run_id (whose fault it was), position,
   point, cause.
+- `signals`: every signal that arrived for the run, consumed or not: seq, name, signal_id,
+  arrived_at (empty where the source does not say).
+
+`faults` is the run's `FaultPlan` (None: none, or the source does not say).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -32,6 +36,7 @@ ATTEMPT_COLUMNS = ["position", "activity", "attempt", "started_at", "ended_at", 
                    "error_class", "error", "delay", "max_attempts"]
 WAKEUP_COLUMNS = ["woke_at", "reason", "replayed", "recorded"]
 CRASH_COLUMNS = ["crashed_at", "run_id", "position", "point", "cause"]
+SIGNAL_COLUMNS = ["seq", "name", "signal_id", "arrived_at"]
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,10 @@ class Run:
     #: history does not keep: {"calls", "input_tokens", "output_tokens", "cost"}; None when
     #: there were none (or the source does not record them).
     discarded: dict | None = None
+    #: the run's fault plan (a `FaultPlan`), or None: no plan, or the source does not say.
+    faults: Any = None
+    #: every signal that arrived for the run (`SIGNAL_COLUMNS`), consumed or not.
+    signals: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=SIGNAL_COLUMNS))
 
     @property
     def waiting_on(self) -> str | None:
@@ -152,7 +161,9 @@ class Run:
             wakeups=pd.DataFrame(list(snapshot.wakeups), columns=WAKEUP_COLUMNS),
             crashes=pd.DataFrame(list(snapshot.crashes), columns=CRASH_COLUMNS),
             workflow_registered=snapshot.workflow_registered, waiting=snapshot.waiting,
-            discarded=snapshot.discarded)
+            discarded=snapshot.discarded,
+            faults=_plan(snapshot.faults_json),
+            signals=pd.DataFrame(list(snapshot.signals), columns=SIGNAL_COLUMNS))
 
     def __repr__(self) -> str:
         outcome = (f"result={self.result!r}" if self.status == "completed"
@@ -161,3 +172,11 @@ class Run:
         return (f"Run({self.run_id!r}, {self.workflow}, {self.status}, {outcome}, "
                 f"{len(self.history)} events, {len(self.attempts)} attempts, "
                 f"{len(self.wakeups)} wake-ups)").replace(", ,", ",")
+
+
+def _plan(faults_json: str | None):
+    """The run's FaultPlan from its stored JSON (which the engine wrote and checked)."""
+    if not faults_json:
+        return None
+    from .faults import FaultPlan
+    return FaultPlan.from_json(faults_json)

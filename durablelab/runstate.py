@@ -25,7 +25,7 @@ from .records import (AttemptRecord, CrashRecord, FaultRecord, RunEnd, RunRecord
                       waiting_columns)
 from .retry import Overrides
 from .snapshot import (AttemptRow, CrashFault, CrashRow, EventRow, InFlight, RunSnapshot,
-                       WakeupRow)
+                       SignalRow, WakeupRow)
 
 if TYPE_CHECKING:
     from .activities import Attempt
@@ -152,6 +152,9 @@ def snapshot_of(state: RunState, crash_rows: list[CrashRecord]) -> RunSnapshot:
         inflight=None if o is None else InFlight(o.position, o.name, o.attempt, o.started_at),
         started=tuple(InFlight(o.position, o.name, o.attempt, o.started_at)
                       for _, o in sorted(state.flying.items())),
+        faults_json=state.faults_json,
+        signals=tuple(SignalRow(s.seq, s.name, s.signal_id, s.arrived_at)
+                      for s in state.signals if s.name != CANCEL_SIGNAL),
         wakeups=tuple(WakeupRow(*row[1:]) for row in state.wakeups),
         crashes=tuple(CrashRow(*row) for row in crash_rows),
         waiting=state.waiting_detail())

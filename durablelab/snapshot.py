@@ -15,7 +15,9 @@ the facts a view needs, as immutable values with names:
 - `crash_faults`: the `Crash` faults that fired in this run, where and when;
 - `inflight`: the attempt started and not ended (in flight, or hung for good), or None;
 - `wakeups`: each time the code ran from the top;
-- `crashes`: the worker deaths during the run's life (its own and other runs').
+- `crashes`: the worker deaths during the run's life (its own and other runs');
+- `faults_json`: the run's fault plan, and `signals`: every signal that arrived for it, so
+  `dl.diagnose` can name a rule that matched nothing and a signal nothing waited for.
 
 This module imports neither pandas nor the engine: the engine builds snapshots, the views
 read them, and neither reaches into the other.
@@ -97,6 +99,16 @@ class WakeupRow(NamedTuple):
     recorded: int
 
 
+class SignalRow(NamedTuple):
+    """A signal that arrived for the run (its inbox, consumed or not): arrival order `seq`,
+    `name`, `signal_id` and when it `arrived_at`."""
+
+    seq: int
+    name: str
+    signal_id: str | None
+    arrived_at: float
+
+
 class CrashRow(NamedTuple):
     """A worker death: when, whose fault it was (a run id, or None for `engine.crash()`),
     where, and why."""
@@ -134,6 +146,8 @@ class RunSnapshot:
     crashes: tuple[CrashRow, ...] = ()
     waiting: dict | None = None    # a waiting run's {on, name, position, since, until}
     discarded: dict | None = None  # broken model answers' usage (`budget.discarded_usage`)
+    faults_json: str | None = None     # the run's fault plan, as `FaultPlan.to_json()`
+    signals: tuple[SignalRow, ...] = ()    # every signal that arrived, in order
 
     @property
     def input(self) -> Any:
@@ -147,4 +161,4 @@ class RunSnapshot:
 
 
 __all__ = ["RunSnapshot", "EventRow", "AttemptRow", "CrashFault", "InFlight", "WakeupRow",
-           "CrashRow"]
+           "CrashRow", "SignalRow"]

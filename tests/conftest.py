@@ -78,6 +78,12 @@ SLOW_TESTS = {  # file -> {test function (all its parameters) -> why it is slow}
         "test_the_data_form_rebuilds_the_same_sweep": "Hypothesis: a sweep spec per example",
         "test_a_thread_pool_executor_gives_the_serial_table": "a sweep of 60 seeds, twice",
     },
+    "test_figures_in_notebooks.py": {
+        "test_every_public_plotting_call_shows_a_picture_in_a_notebook":
+            "a sweep, crash explorations, a deploy and a PNG per plotting call",
+        "test_a_crash_reports_broken_row_timeline_shows_a_picture":
+            "a crash exploration and a PNG",
+    },
     "test_fast_lane.py": {
         "test_the_fast_lane_leaves_out_notebooks_and_slow_modules_and_tests":
             "collects the whole suite again in a child pytest",

@@ -1,4 +1,4 @@
-"""Binder: an environment built from binder/ alone runs the quickstart, with the "Jupyter news"
+"""Binder: an environment built from binder/ alone runs the quickstart and lesson 14, with the "Jupyter news"
 toast switched off, and the README's badge opens the quickstart in JupyterLab.
 
 repo2docker would pip-install binder/requirements.txt into a fresh Python 3.11 and then run
@@ -30,6 +30,8 @@ from packaging.requirements import Requirement
 ROOT = Path(__file__).resolve().parent.parent
 BINDER = ROOT / "binder"
 QUICKSTART = "notebooks/00_quickstart.ipynb"
+# The lesson with the most dependencies beyond the package's own (DBOS Transact, Dask).
+GRADUATING = "notebooks/14_graduating.ipynb"
 
 
 def pins() -> dict[str, str]:
@@ -105,7 +107,7 @@ def link_distributions(names: set[str], site: Path) -> None:
                 target.symlink_to(source)
 
 
-def test_environment_from_binder_alone_runs_the_quickstart(tmp_path):
+def test_environment_from_binder_alone_runs_the_quickstart_and_lesson_14(tmp_path):
     needed = closure(pins())
     env_dir = tmp_path / "binder-env"
     subprocess.run([sys.executable, "-m", "venv", str(env_dir)], check=True, timeout=300)
@@ -137,6 +139,10 @@ def test_environment_from_binder_alone_runs_the_quickstart(tmp_path):
     assert ran.returncode == 0, ran.stderr[-3000:]
     executed = (tmp_path / "out" / "00_quickstart.ipynb").read_text()
     assert "duplicate vendors without keys: 1" in executed
+    ran = subprocess.run([str(python), "-m", "nbconvert", "--to", "notebook", "--execute",
+                          GRADUATING, "--output-dir", str(tmp_path / "out")],
+                         cwd=repo, env=env, capture_output=True, text=True, timeout=600)
+    assert ran.returncode == 0, ran.stderr[-3000:]
     where = subprocess.run([str(python), "-c", "import durablelab; print(durablelab.__file__)"],
                            cwd=tmp_path, env=env, capture_output=True, text=True)
     assert where.stdout.startswith(str(repo))          # postBuild's install, not ours

@@ -26,6 +26,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import labserver
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -75,6 +76,8 @@ def lab(tmp_path_factory):
     env = {**os.environ, "JUPYTERLAB_SETTINGS_DIR": str(home / "settings"),
            "JUPYTERLAB_WORKSPACES_DIR": str(home / "workspaces"),
            "JUPYTER_RUNTIME_DIR": str(home / "runtime"), "TQDM_DISABLE": "1",
+           # `durablelab lab` writes its news default in the app's settings: the test's own
+           "JUPYTERLAB_DIR": labserver.app_dir(home),
            "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [
                os.environ.get("PYTHONPATH")])])}
     command = [sys.executable, "-m", "durablelab", "lab", "--no-browser", f"--port={port}",

@@ -10,6 +10,7 @@ what is asserted); the long list of bad invocations goes through `cli.main`, whi
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import pickle
 import re
@@ -355,8 +356,9 @@ def test_lessons_lists_number_title_and_minutes(capsys):
 
 
 @pytest.mark.parametrize("uid", [0, 1000])
-def test_lab_as_root_says_so_and_passes_allow_root(monkeypatch, capsys, uid):
+def test_lab_as_root_says_so_and_passes_allow_root(monkeypatch, capsys, uid, tmp_path):
     seen = []
+    monkeypatch.setenv("JUPYTERLAB_DIR", str(tmp_path))
     monkeypatch.setattr(os, "geteuid", lambda: uid)
     monkeypatch.setattr(os, "execv", lambda exe, argv: seen.append(argv))
     assert cli.main(["lab", "--no-browser", "--port", "8899"]) == 0
@@ -367,22 +369,62 @@ def test_lab_as_root_says_so_and_passes_allow_root(monkeypatch, capsys, uid):
     assert ("--allow-root" in argv) == (uid == 0) == ("running as root" in out)
 
 
+def test_lab_opens_the_quickstart_and_no_ServerApp_default_url(monkeypatch, tmp_path):
+    """JupyterLab overwrites ServerApp.default_url with its own LabApp.default_url, so only
+    the latter opens the lessons; a learner's own default_url is left alone."""
+    argv = curriculum.lab_command(ROOT, ["--port=8899"])
+    assert "--LabApp.default_url=/lab/tree/notebooks/00_quickstart.ipynb" in argv
+    assert not [a for a in argv if a.startswith("--ServerApp.default_url")]
+    mine = curriculum.lab_command(ROOT, ["--LabApp.default_url=/lab/tree/notebooks"])
+    assert [a for a in mine if "default_url" in a] == ["--LabApp.default_url=/lab/tree/notebooks"]
+    elsewhere = curriculum.lab_command(tmp_path, [], open_notebooks=False)
+    assert not [a for a in elsewhere if "default_url" in a]
+
+
+def test_lab_switches_off_jupyter_news_in_a_file_of_its_own(monkeypatch, tmp_path):
+    monkeypatch.setenv("JUPYTERLAB_DIR", str(tmp_path))
+    settings = tmp_path / "settings"
+    settings.mkdir()
+    (settings / "overrides.json").write_text('{"mine": {"theme": "dark"}}')
+    written = curriculum.quiet_news()
+    assert written == settings / "overrides.d" / "durablelab.json"
+    assert json.loads(written.read_text()) == {
+        "@jupyterlab/apputils-extension:notification": {"fetchNews": "false",
+                                                        "checkForUpdates": False}}
+    assert (settings / "overrides.json").read_text() == '{"mine": {"theme": "dark"}}'
+    written.write_text('{"edited": true}')             # someone's edit is kept
+    assert curriculum.quiet_news() == written and written.read_text() == '{"edited": true}'
+
+
+def test_lab_that_cannot_write_its_settings_says_so_and_goes_on(monkeypatch, tmp_path, capsys):
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    monkeypatch.setenv("JUPYTERLAB_DIR", str(blocked))
+    assert curriculum.quiet_news() is None
+    assert "could not switch off the \"Jupyter news\" notice" in capsys.readouterr().out
+
+
 def test_lab_serves_the_lessons_on_localhost_and_stops(tmp_path):
     pytest.importorskip("jupyterlab")
     import labserver
     port = labserver.free_port()
+    app = labserver.app_dir(tmp_path)
     env = {**ENV, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
-           "JUPYTER_CONFIG_DIR": str(tmp_path / "config"), "HOME": str(tmp_path)}
+           "JUPYTER_CONFIG_DIR": str(tmp_path / "config"), "HOME": str(tmp_path),
+           "JUPYTERLAB_DIR": app}
     lab = subprocess.Popen([sys.executable, "-m", "durablelab", "lab", *labserver.options(port)],
                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         listing = labserver.contents(port, "notebooks", lab)
         assert "01_replay.ipynb" in {item["name"] for item in listing["content"]}
+        assert labserver.landing(port).startswith("/lab/tree/notebooks/00_quickstart.ipynb")
+        assert labserver.news_setting(port) == "false"
     finally:
         lab.terminate()
         lab.wait(timeout=30)
     out = lab.stdout.read()
     assert "opening the lessons of this checkout" in out
+    assert f"127.0.0.1:{port}/lab/tree/notebooks/00_quickstart.ipynb?token=" in out
     assert "Traceback" not in out
 
 

@@ -281,3 +281,107 @@ def test_temporal_failed_activity_shows_only_the_attempt_temporal_recorded():
             "[3: transient; Temporal's history holds no earlier attempts]: CardDeclined: "
             "card declined.") in found.sentence
     assert list(found.attempts.attempt) == [3]
+
+
+# --- what a typo leaves silent: a rule that matched nothing, a signal nothing read ---------
+# The Run carries its plan (`faults`) and inbox (`signals`) from its RunSnapshot; these
+# tests give them to a real run's view, as `Engine.snapshot` does, and as a Run built by
+# hand may.
+
+def _fetch(vendor_id):
+    return {"vendor": vendor_id}
+
+
+def _approved(ctx, vendor_id):
+    ctx.activity("fetch_documents", _fetch, vendor_id, policy=FLAKY)
+    decision = ctx.wait_signal("approval", timeout=DAY)
+    return {"approved": bool(decision and decision.get("approved"))}
+
+
+def _with(run, faults=None, signals=()):
+    from dataclasses import replace
+    from durablelab.run import SIGNAL_COLUMNS
+    return replace(run, faults=faults,
+                   signals=pd.DataFrame(list(signals), columns=SIGNAL_COLUMNS))
+
+
+def test_a_rule_whose_name_matches_nothing_in_the_run_is_named(engine):
+    plan = dl.FaultPlan([dl.faults.ServerError("fetch_documnets", attempts=[1]),
+                         dl.faults.RateLimit("fetch_*", attempts=[2]),
+                         dl.faults.Crash("approval", point="during_wait")])
+    run_id = engine.start(_approved, "v-1", faults=plan)
+    engine.run_until_blocked()
+    engine.signal(run_id, "approval", {"approved": True})
+    engine.run_until_idle()
+    found = diagnose(_with(engine.run(run_id), faults=plan))
+    assert found.state == "completed"
+    assert found.facts["unmatched_rules"] == [0]
+    assert ("Fault plan: rule 0 ServerError('fetch_documnets') matched no activity or wait "
+            "of this run, so it never applied (its activities: 'fetch_documents'); check the "
+            "name.") in found.sentence
+    assert found.sentence.startswith("Completed")
+
+
+def test_a_plan_whose_rules_all_match_adds_nothing(engine):
+    plan = dl.FaultPlan([dl.faults.ServerError("fetch_*", attempts=[1])])
+    run_id = engine.start(_approved, "v-1", faults=plan)
+    engine.run_until_blocked()
+    engine.signal(run_id, "approval", {"approved": True})
+    engine.run_until_idle()
+    run = engine.run(run_id)
+    assert str(diagnose(_with(run, faults=plan))) == str(diagnose(run))
+    assert "unmatched_rules" not in diagnose(_with(run, faults=plan)).facts
+
+
+def test_a_signal_sent_under_a_name_no_wait_asks_for_is_named(engine):
+    run_id = engine.start(_approved, "v-1")
+    engine.run_until_blocked()
+    assert engine.signal(run_id, "aproval", {"approved": True}) is True    # a typo, accepted
+    engine.run_until_idle()                                              # the wait times out
+    run = _with(engine.run(run_id), signals=[(1, "aproval", None, 0.0)])
+    found = diagnose(run)
+    assert run.result == {"approved": False}
+    assert found.facts["unconsumed_signals"] == ["aproval"]
+    assert ("Signals never read: a signal 'aproval' arrived at the run's start, and no "
+            "ctx.wait_signal asked for that name (the code waits for 'approval'); check the "
+            "name given to engine.signal().") in found.sentence
+
+
+def test_a_waiting_run_names_a_stray_signal_but_not_one_buffered_for_its_wait(engine):
+    run_id = engine.start(_approved, "v-1")
+    engine.run_until_blocked()
+    run = engine.run(run_id)
+    early = diagnose(_with(run, signals=[(1, "approval", "a", 5.0)]))
+    assert "unconsumed_signals" not in early.facts      # a wait of that name may read it
+    stray = diagnose(_with(run, signals=[(1, "approval", "a", 5.0), (2, "aprove", None, 6.0)]))
+    assert stray.state == "waiting_signal" and stray.facts["unconsumed_signals"] == ["aprove"]
+    assert "no ctx.wait_signal has asked for that name so far" in stray.sentence
+
+
+def test_a_consumed_signal_is_not_named(engine):
+    run_id = engine.start(_approved, "v-1")
+    engine.run_until_blocked()
+    engine.signal(run_id, "approval", {"approved": True}, signal_id="click-1")
+    engine.run_until_idle()
+    run = _with(engine.run(run_id), signals=[(1, "approval", "click-1", 0.0)])
+    assert "unconsumed_signals" not in diagnose(run).facts
+    late = _with(engine.run(run_id), signals=[(1, "approval", "click-1", 0.0),
+                                              (2, "approval", "click-2", 9.0)])
+    assert "a signal 'approval' arrived and no later wait read it" in diagnose(late).sentence
+
+
+def test_a_snapshot_carries_the_plan_and_the_signals_into_the_run(engine):
+    from dataclasses import replace
+    from durablelab.run import Run
+    from durablelab.snapshot import SignalRow
+    plan = dl.FaultPlan([dl.faults.ServerError("fetch_documents", attempts=[1])])
+    run_id = engine.start(_approved, "v-1", faults=plan)
+    engine.run_until_blocked()
+    snapshot = replace(engine.snapshot(run_id), faults_json=plan.to_json(),
+                       signals=(SignalRow(1, "approval", "click-1", 3.0),))
+    run = Run.from_snapshot(snapshot)
+    assert run.faults == plan
+    assert run.signals.to_dict("records") == [
+        {"seq": 1, "name": "approval", "signal_id": "click-1", "arrived_at": 3.0}]
+    bare = Run.from_snapshot(replace(snapshot, faults_json=None, signals=()))
+    assert bare.faults is None and bare.signals.empty

@@ -1,6 +1,8 @@
 """The quickstart's exercise refuses the wrong answers learners most often give."""
 
 import pytest
+
+import durablelab as dl
 from exercise_cases import refuses
 
 WRONG = [
@@ -14,3 +16,9 @@ WRONG = [
 @pytest.mark.parametrize("answer, words, secret", WRONG, ids=range(len(WRONG)))
 def test_00_1_refuses_a_common_wrong_answer(answer, words, secret):
     refuses("00.1", answer, words, secret)
+
+
+@pytest.mark.parametrize("answer", [301.8, 301.75, 301.7528])
+def test_00_1_accepts_the_value_the_lessons_one_decimal_table_shows(answer):
+    verdict = dl.exercises.check("00.1", answer)
+    assert verdict, str(verdict)

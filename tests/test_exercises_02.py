@@ -32,3 +32,12 @@ WRONG = [
                          ids=[f"{w[0]}-{i}" for i, w in enumerate(WRONG)])
 def test_checker_refuses_a_common_wrong_answer(exercise_id, answer, words, secret):
     refuses(exercise_id, answer, words, secret)
+
+
+def test_02_2_says_right_only_about_what_was_submitted():
+    """The run's completing was called right next to two wrong counts: nothing was said
+    about it, so a verdict on wrong counts calls nothing else right."""
+    import durablelab as dl
+    verdict = dl.exercises.check("02.2", {"payments": 1, "email": 1})
+    assert not verdict and verdict.right == []
+    assert len(verdict.wrong) == 2

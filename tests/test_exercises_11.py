@@ -65,3 +65,11 @@ WRONG = [
                          ids=[f"{w[0]}-{i}" for i, w in enumerate(WRONG)])
 def test_checker_refuses_a_common_wrong_answer(exercise_id, answer, words, secret):
     refuses(exercise_id, answer(), words, secret)
+
+
+def test_11_2_a_wrong_number_says_where_to_read_the_wait():
+    verdict = dl.exercises.check("11.2", 5)
+    assert not verdict
+    assert any("subtract the recorded_at of the 'approve:charge_card' wait_signal event"
+               in message for message in verdict.wrong), str(verdict)
+    assert "86400" not in str(verdict)

@@ -1,5 +1,6 @@
 """The shipped fault plans load, and do what their names promise."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -58,3 +59,41 @@ def test_full_jitter_flattens_a_retry_storm():
     lockstep = peak_requests_per_second("none")
     jittered = peak_requests_per_second("full")
     assert lockstep >= 3 * jittered, (lockstep, jittered)
+
+
+def _hop(n):
+    return n
+
+
+def _hops(ctx, n):
+    return ctx.activity("hop", _hop, n, policy=dl.RetryPolicy(max_attempts=3, jitter="none"))
+
+
+def test_a_plans_dict_form_is_accepted_as_faults():
+    """A dict passed as faults= was told "not valid JSON": its JSON form as a dict is a plan."""
+    plan = dl.FaultPlan([dl.faults.ServerError("hop", attempts=[1])])
+    as_dict = json.loads(plan.to_json())
+    assert dl.FaultPlan.from_json(as_dict) == plan
+    with dl.Engine() as engine:
+        run_id = engine.start(_hops, 1, faults=as_dict)
+        engine.run_until_idle()
+        assert engine.run(run_id).attempts.outcome.tolist() == ["transient", "ok"]
+    experiment = dl.sweep(_hops, [1], fault_plans={"blip": as_dict}, seeds=range(1))
+    assert experiment.frame.retries.tolist() == [1]
+
+
+def test_a_dict_without_a_version_says_what_the_form_is():
+    with pytest.raises(dl.DurableLabError, match=r"no 'version'.*plan.to_json\(\)"):
+        dl.FaultPlan.from_json({"rules": [{"type": "ServerError", "activity": "hop"}]})
+
+
+@pytest.mark.parametrize("faults, says", [
+    (dl.faults.ServerError("hop"), r"is one rule: pass a list of rules, faults=\[ServerError"),
+    (42, r"not a fault plan: pass a dl.FaultPlan, a list of rules, a plan's JSON text or "
+         r"file, or its dict form"),
+])
+def test_faults_that_are_no_plan_say_what_to_pass(engine, faults, says):
+    with pytest.raises(dl.DurableLabError, match=says) as caught:
+        engine.start(_hops, 1, faults=faults)
+    assert isinstance(caught.value, TypeError)
+    assert engine.runs().empty                       # nothing was recorded

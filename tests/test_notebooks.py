@@ -114,3 +114,23 @@ def test_stored_outputs_are_machine_independent(notebook):
             for address in ADDRESS.findall(text):
                 problems.append(f"cell {index}: a stored output contains an address {address}")
     assert not problems, f"{notebook.name}:\n" + "\n".join(problems)
+
+
+def test_every_deliberate_error_is_marked_for_nbval_and_for_jupyter(notebook):
+    """A cell that raises on purpose carries `# NBVAL_RAISES_EXCEPTION` (nbval) and the
+    `raises-exception` tag (JupyterLab's Run All and `jupyter nbconvert --execute`, which
+    otherwise stop there and never run the cells after it); one without the other is a
+    lesson that passes its tests and stops half-way in a learner's browser, or the reverse."""
+    problems = []
+    for index, cell in code_cells(notebook):
+        options = dict(find_metadata_tags(cell.get("metadata", {})))
+        options.update(find_comment_markers(source(cell)))
+        tagged = "raises-exception" in cell.get("metadata", {}).get("tags", [])
+        marked = "# NBVAL_RAISES_EXCEPTION" in source(cell)
+        if options.get("check_exception") and not tagged:
+            problems.append(f"cell {index}: nbval expects an error, but without the "
+                            "'raises-exception' tag Run All stops here")
+        if tagged and not marked:
+            problems.append(f"cell {index}: tagged 'raises-exception' without a "
+                            "'# NBVAL_RAISES_EXCEPTION' line, so nbval fails on its error")
+    assert not problems, f"{notebook.name} ({FIX}):\n" + "\n".join(problems)

@@ -449,3 +449,35 @@ def test_bad_sweeps_are_refused_up_front_with_the_fix():
         dl.sweep(sw.plain_flow, [{"n": object()}])
     with pytest.raises(dl.SweepError, match="processes=0"):
         small(processes=0)
+
+
+def _model(prompt):
+    return {"answer": prompt}
+
+
+def _ask(ctx, prompt):
+    return ctx.activity("model", _model, prompt,
+                        policy=dl.RetryPolicy(max_attempts=3, jitter="none"))
+
+
+def test_a_rule_that_matched_no_activity_is_named_in_a_warning_and_the_experiment():
+    from durablelab.errors import UnmatchedFaultRuleWarning
+    plans = {"typo": dl.FaultPlan([dl.faults.RateLimit("modle", p=1.0),
+                                   dl.faults.ServerError("mod*", attempts=[1])]),
+             "calm": None}
+    with pytest.warns(UnmatchedFaultRuleWarning,
+                      match=r"fault plan 'typo': rule 0 RateLimit\('modle'\) matched no "
+                            r"activity its runs reached \(model\)") as caught:
+        experiment = dl.sweep(_ask, ["hi"], fault_plans=plans, seeds=range(2))
+    assert len(caught) == 1
+    assert experiment.unmatched_rules.to_dict("records") == [
+        {"fault_plan": "typo", "rule": 0, "type": "RateLimit", "activity": "modle",
+         "met": "model"}]
+    assert experiment.frame.retries.tolist() == [1, 1, 0, 0]    # rule 1 did apply
+
+
+def test_a_sweep_whose_rules_all_match_warns_nothing(recwarn):
+    plans = {"blip": dl.FaultPlan([dl.faults.ServerError("model", attempts=[1])])}
+    experiment = dl.sweep(_ask, ["hi"], fault_plans=plans, seeds=range(1))
+    assert experiment.unmatched_rules.empty
+    assert not [w for w in recwarn if "matched no activity" in str(w.message)]

@@ -78,3 +78,17 @@ def test_unreadable_and_malformed_files(tmp_path, capsys):
     assert "not valid TOML" in capsys.readouterr().err
     assert main(["sweep", str(bad)]) == 2          # --out missing: a usage error
     assert "--out" in capsys.readouterr().err
+
+
+def test_a_sweep_in_which_no_run_completed_exits_1_and_says_why(tmp_path, capsys):
+    """Without `world`, a workflow that reads ctx.world fails every run: the sweep used to
+    exit 0 with a success rate of 0."""
+    cfg = tmp_path / "no-world.json"
+    cfg.write_text(json.dumps({k: v for k, v in TINY.items() if k != "world"}))
+    assert main(["sweep", str(cfg), "--out", str(tmp_path / "out")]) == 1
+    captured = capsys.readouterr()
+    assert "success_rate" in captured.out                     # the table is still shown
+    err = captured.err.strip()
+    assert err.startswith("durablelab: not one of the 8 runs completed (8 failed")
+    assert "the config names no world, and a workflow that reads ctx.world gets None" in err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err

@@ -28,7 +28,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "durablelab", "notebooks",
-           "datasets")
+           "datasets", "solutions")
 
 
 def lesson_names() -> list[str]:
@@ -82,6 +82,8 @@ def test_wheel_carries_every_lesson_and_dataset(wheel):
         assert f"durablelab/lessons/notebooks/{lesson}" in names
     for dataset in (ROOT / "datasets").rglob("*.json"):
         assert f"durablelab/lessons/{dataset.relative_to(ROOT).as_posix()}" in names
+    for solution in (ROOT / "solutions").glob("lesson*.py"):
+        assert f"durablelab/lessons/solutions/{solution.name}" in names
     assert not [n for n in names if n.endswith((".duckdb", ".pyc")) or "checkpoint" in n]
 
 
@@ -97,6 +99,33 @@ def test_installed_wheel_lists_its_lessons_and_finds_its_datasets(venv, tmp_path
     assert str(venv) in listed.stdout
 
 
+def lesson_code(lesson: str, *needles: str) -> str:
+    """The code cells of `lesson` that contain any of `needles` (and its first code cell,
+    the one that imports), in order, without IPython magics: what Run All would run."""
+    cells = json.loads((ROOT / "notebooks" / lesson).read_text(encoding="utf-8"))["cells"]
+    code = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+    chosen = [code[0]] + [text for text in code[1:] if any(n in text for n in needles)]
+    return "\n\n".join("\n".join(line for line in text.splitlines()
+                                  if not line.lstrip().startswith("%")) for text in chosen)
+
+
+def test_installed_wheel_finds_every_dataset_from_any_folder(venv, tmp_path):
+    """Lesson 11's "named fault plans" cell looked next to the package and, from a wheel,
+    listed nothing; every dataset lookup goes through the package now."""
+    found = run_in(venv, "python", "-c", "import json; from durablelab import curriculum as c; "
+                   "print(json.dumps([str(c.datasets_dir()), sorted(c.fault_plans()), "
+                   "str(c.dataset('histories', 'onboarding_v1.jsonl'))]))", home=tmp_path)
+    assert found.returncode == 0, found.stderr
+    folder, plans, history = json.loads(found.stdout)
+    assert folder.startswith(str(venv)) and history.startswith(folder)
+    assert plans == sorted(p.stem for p in (ROOT / "datasets" / "faults").glob("*.json"))
+    cell = lesson_code("11_durable_agent.ipynb", "fault_plans(")
+    listed = run_in(venv, "python", "-c", cell, home=tmp_path)
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    shown = [line.split()[0] for line in listed.stdout.splitlines()[1:] if line.strip()]
+    assert shown[-len(plans):] == plans and "fault_plans" in cell
+
+
 def test_lab_from_the_wheel_copies_the_lessons_keeps_edits_and_serves_them(venv, tmp_path):
     pytest.importorskip("jupyterlab")
     copy = tmp_path / "durablelab-lessons"
@@ -110,7 +139,7 @@ def test_lab_from_the_wheel_copies_the_lessons_keeps_edits_and_serves_them(venv,
     prefix = Path(sysconfig.get_paths()["data"])
     env.update(HOME=str(tmp_path), JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"),
                JUPYTER_CONFIG_DIR=str(tmp_path / "config"),
-               JUPYTERLAB_DIR=str(prefix / "share" / "jupyter" / "lab"),
+               JUPYTERLAB_DIR=labserver.app_dir(tmp_path),
                JUPYTER_PATH=str(prefix / "share" / "jupyter"))
     lab = subprocess.Popen([str(venv / "bin" / "durablelab"), "lab", *labserver.options(port)],
                            env=env, cwd=tmp_path, stdout=subprocess.PIPE,
@@ -122,6 +151,8 @@ def test_lab_from_the_wheel_copies_the_lessons_keeps_edits_and_serves_them(venv,
         with urllib.request.urlopen(f"{base}/lab/tree/notebooks/{first}?token={labserver.TOKEN}",
                                     timeout=10) as page:
             assert page.status == 200 and "JupyterLab" in page.read().decode()
+        assert labserver.landing(port).startswith(f"/lab/tree/notebooks/{first}")
+        assert labserver.news_setting(port) == "false"
     finally:
         lab.terminate()
         lab.wait(timeout=30)
@@ -131,6 +162,8 @@ def test_lab_from_the_wheel_copies_the_lessons_keeps_edits_and_serves_them(venv,
         in out
     assert json.loads((copy / "notebooks" / first).read_text())["mine"] is True
     assert (copy / "datasets" / "faults").is_dir()
+    assert sorted(p.name for p in (copy / "solutions").glob("lesson*.py")) == \
+        sorted(p.name for p in (ROOT / "solutions").glob("lesson*.py"))
     for name in lesson_names()[1:]:
         assert (copy / "notebooks" / name).read_bytes() == (ROOT / "notebooks" / name).read_bytes()
     assert "running as root" in out or os.geteuid() != 0

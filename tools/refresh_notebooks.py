@@ -19,8 +19,9 @@ What it does, per notebook:
   ``python3`` kernel of ``sys.executable``, like ``--nbval-current-env``), with the
   notebook's folder as the working directory and ``TQDM_DISABLE=1``;
 - fails loudly (exit status 1, notebook left untouched) if a cell raises, unless the cell is
-  marked ``# NBVAL_RAISES_EXCEPTION``; cells marked ``# NBVAL_SKIP`` are not run, as under
-  nbval;
+  marked ``# NBVAL_RAISES_EXCEPTION``, which also gets Jupyter's ``raises-exception`` tag
+  (saved: Run All in JupyterLab goes past the error only with it); cells marked
+  ``# NBVAL_SKIP`` are not run, as under nbval;
 - keeps outputs and ``execution_count`` only for cells nbval checks; every other code cell
   is saved with ``outputs=[]`` and ``execution_count=None``;
 - joins adjacent stream outputs (their split varies from run to run), drops image
@@ -49,7 +50,8 @@ from nbval.plugin import find_comment_markers, find_metadata_tags
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 
-# Tags this script adds for the run only, to tell nbclient what nbval's markers mean.
+# Tags that tell nbclient what nbval's markers mean: the first is saved with the cell, the
+# second added for the run only.
 RAISES_TAG = "raises-exception"
 SKIP_TAG = "skip-execution"
 
@@ -97,8 +99,11 @@ def execute(nb, folder: Path, timeout: int) -> None:
             continue
         options = nbval_options(cell)
         extra = []
-        if options.get("check_exception"):
-            extra.append(RAISES_TAG)
+        tags = list(cell.metadata.get("tags", []))
+        if options.get("check_exception") and RAISES_TAG not in tags:
+            # Kept in the saved file: JupyterLab's Run All and nbconvert stop at an error
+            # without it, and never run the rest of the lesson.
+            cell.metadata["tags"] = tags + [RAISES_TAG]
         if options.get("skip"):
             extra.append(SKIP_TAG)
         if extra:

@@ -11,7 +11,9 @@ engine on the learner's answer, so what it says is what the engine does, not a s
 
 Checkers live one module per lesson (`lesson01`, `lesson03`, ...), each registering its
 exercises with `@exercise("NN.k", "title")`; every `lessonNN` module in this package is
-imported below, so a new lesson only adds its module. The solutions are kept out of the package, in the checkout's ``solutions/`` folder.
+imported below, so a new lesson only adds its module. The solutions are kept out of this
+package's code, in ``solutions/`` beside ``notebooks/`` (a wheel carries them as lesson
+files, and ``durablelab lab`` copies them out with the lessons).
 """
 
 from __future__ import annotations
@@ -95,6 +97,32 @@ def check(exercise_id: str, answer: Any) -> Verdict:
     return verdict
 
 
+def spelled(answer: str, names) -> tuple[str | None, str | None]:
+    """Which of `names` a text answer means, so a slip of spelling is never called a wrong
+    idea: ``(name, None)`` when it is one of them but for case, spaces, hyphens, quotes or a
+    ``dl.`` / ``ctx.`` prefix ("Schedule-To-Close" is schedule_to_close); ``(name, slip)``
+    for a near miss ("schedule_to_clsoe"), where `slip` says how to spell it; ``(None,
+    None)`` for anything else."""
+    import difflib
+
+    def plain(text: str) -> str:
+        text = text.strip().strip("'\"`").strip()
+        for prefix in ("dl.", "ctx.", "durablelab."):
+            if text.lower().startswith(prefix):
+                text = text[len(prefix):]
+        return "".join(c for c in text.lower() if c.isalnum())
+
+    given = plain(answer)
+    by_plain = {plain(name): name for name in names}
+    if given in by_plain:
+        return by_plain[given], None
+    near = difflib.get_close_matches(given, list(by_plain), n=1, cutoff=0.8)
+    if near:
+        name = by_plain[near[0]]
+        return name, f"{answer!r} is not spelled as a name: read it as {name!r}"
+    return None, None
+
+
 def listing() -> str:
     """Every exercise that checks itself, with what it asks for."""
     return "\n".join(f"{e.id}  {e.title}: give {e.asks}" for _, e in sorted(EXERCISES.items()))
@@ -110,4 +138,5 @@ def _register_lessons() -> None:
 
 _register_lessons()
 
-__all__ = ["check", "exercise", "listing", "Verdict", "Exercise", "EXERCISES", "Stop"]
+__all__ = ["check", "exercise", "listing", "spelled", "Verdict", "Exercise", "EXERCISES",
+           "Stop"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numbers
 
-from . import Stop, exercise
+from . import Stop, exercise, spelled
 
 #: the slow provider of the lesson's "breaking it" cell: every charge takes 45 s.
 LATENCY = 45.0
@@ -93,11 +93,15 @@ def only_a_total(answer):
                            '{"ended_by": "heartbeat", "attempts": 0}')
     run, _ = _checkout_run({"schedule_to_close": 300}, [dl.faults.Hang("charge")], True)
     error = str(run.attempts["error"].iloc[0])
-    ended_by = next(s for s in ("start_to_close", "schedule_to_close", "heartbeat")
-                    if s in error)
-    if answer["ended_by"] == ended_by:
+    settings = ("start_to_close", "schedule_to_close", "heartbeat")
+    ended_by = next(s for s in settings if s in error)
+    said, slip = (spelled(answer["ended_by"], settings) if isinstance(answer["ended_by"], str)
+                  else (None, None))
+    if slip:
+        yield False, slip
+    if said == ended_by:
         yield True, "that setting ends the hung attempt, though it bounds the whole activity"
-    elif answer["ended_by"] == "start_to_close":
+    elif said == "start_to_close":
         yield False, "this checkout has no start_to_close: something else ends the attempt"
     else:
         yield False, (f"{answer['ended_by']!r} does not end it: read the error of the "

@@ -19,8 +19,8 @@ DAY = 86400.0
 def _plan(name: str):
     """A fault plan shipped with the lessons (datasets/faults/NAME), as the lesson reads it."""
     import durablelab as dl
-    from ..curriculum import lessons_root
-    return dl.FaultPlan.from_json(lessons_root() / "datasets" / "faults" / name)
+    from ..curriculum import dataset
+    return dl.FaultPlan.from_json(dataset("faults", name))
 
 
 def _faults():

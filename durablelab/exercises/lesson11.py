@@ -73,7 +73,9 @@ def nobody_answers(seconds):
         yield False, ("that is how long it takes in real time: the question is the virtual "
                       "time that passes (look at the history's recorded_at)")
     else:
-        yield False, f"{seconds:g} s is not how long the agent waits"
+        yield False, (f"{seconds:g} s is not how long the agent waits: in run.history, "
+                      f"subtract the recorded_at of the {APPROVAL!r} wait_signal event from "
+                      f"that of its signal_timeout")
 
 
 TOOLS = ("lookup_order", "charge_card", "send_receipt")

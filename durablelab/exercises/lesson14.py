@@ -8,7 +8,7 @@ import importlib.util
 import tempfile
 from pathlib import Path
 
-from . import Stop, exercise
+from . import Stop, exercise, spelled
 
 ORDER = {"sku": "sku-7", "customer": "c-1", "amount": 42.0}
 #: the lesson's flaky payment service: its first two calls fail with a 503.
@@ -66,6 +66,11 @@ def both_engines(max_attempts: int) -> tuple[str | None, str | None]:
             getattr(on_dbos.error, "error_class", None))
 
 
+#: The error classes an answer may name (durablelab's retry classes and run errors).
+ERROR_CLASSES = ("Transient", "RateLimited", "NonRetryable", "ModelOutputError",
+                 "ActivityFailed", "RunTimedOut", "WorkflowError")
+
+
 @exercise("14.1", "Two attempts on both engines",
           "the error class (a string, run.error.error_class) both engines give the checkout "
           "when PAY allows only 2 attempts")
@@ -78,12 +83,15 @@ def two_attempts(answer):
     if lab != on_dbos:
         yield False, f"the engines disagree here ({lab} and {on_dbos}): that is a bug to report"
         return
-    if answer == lab:
-        yield True, f"{answer}: both engines fail the checkout with it"
-    elif answer == "ActivityFailed":
+    said, slip = spelled(answer, ERROR_CLASSES)
+    if slip:
+        yield False, slip
+    if said == lab:
+        yield True, f"{said}: both engines fail the checkout with it"
+    elif said == "ActivityFailed":
         yield False, ("ActivityFailed is the exception the run ends with, not the class of "
                       "failure the charge met")
-    elif answer == "NonRetryable":
+    elif said == "NonRetryable":
         yield False, "NonRetryable is not it: the charge was retried, so its failures were not"
     else:
         yield False, f"{answer!r} is not the error class either engine records"

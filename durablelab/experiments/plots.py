@@ -1,7 +1,8 @@
 """Pictures of an experiment: a heat map per metric, and the load a service saw.
 
-Both return a `matplotlib.figure.Figure` built without pyplot, so a notebook shows it once
-and no global state leaks between cells.
+Both return a `durablelab.viz.plots.Figure` (a matplotlib Figure built without pyplot) that
+shows itself as a picture in a notebook whatever the backend, once, with no global state
+leaking between cells.
 """
 
 from __future__ import annotations
@@ -9,8 +10,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from matplotlib.figure import Figure
 from ..errors import BadValue
+from ..viz.plots import Figure
 
 
 _LABELS = {"success_rate": "share of runs completed", "p50": "median completion time (s)",

@@ -42,7 +42,7 @@ from pathlib import Path
 
 from .. import history as h
 from ..registry import current_definition, workflow_name
-from ..errors import SweepError
+from ..errors import SweepError, check_json_keys
 from ..faults import FaultPlan
 from ..retry import Overrides, RetryPolicy
 
@@ -69,6 +69,8 @@ class Spec:
         self.inputs = list(inputs)
         if not self.inputs:
             raise SweepError("sweep(inputs=[]): give at least one input", argument="inputs")
+        for i, value in enumerate(self.inputs):      # an int key would come back a string
+            check_json_keys(value, f"input {i}", "dl.sweep(inputs=...)", f"inputs[{i}]")
         self.inputs_json = [h.to_json(v, f"input {i}", "dl.sweep(inputs=...)")
                             for i, v in enumerate(self.inputs)]
         self.policies = _named(policies, "policies", {"code": None}, _policy)
@@ -322,12 +324,12 @@ def _plan(value, where: str) -> FaultPlan | None:
     try:
         if isinstance(value, (list, tuple)):
             return FaultPlan(list(value))
-        if isinstance(value, (str, Path)):
+        if isinstance(value, (str, Path, dict)):
             return FaultPlan.from_json(value)
     except (TypeError, ValueError) as exc:
         raise SweepError(f"{where}: {exc}", argument="fault_plans") from None
-    raise SweepError(f"{where}: {value!r} is not a dl.FaultPlan, a list of rules or a plan's "
-                     f"JSON (None means no faults)", argument="fault_plans")
+    raise SweepError(f"{where}: {value!r} is not a dl.FaultPlan, a list of rules, a plan's "
+                     f"JSON or its dict form (None means no faults)", argument="fault_plans")
 
 
 def _seeds(seeds) -> list[int]:

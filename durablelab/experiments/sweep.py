@@ -41,7 +41,7 @@ from typing import Callable
 import duckdb
 import pyarrow as pa
 
-from ..errors import SweepError
+from ..errors import SweepError, UnmatchedFaultRuleWarning
 from ..sealed import SEALED, catalog
 from .runner import METRICS, Isolated, roomy_collector, run_contended
 from .spec import Spec
@@ -315,7 +315,25 @@ def sweep(workflow: Callable, inputs, policies: dict | None = None,
         runs, load = results.frames()
     finally:
         results.close()
-    return Experiment._from_sweep(spec, runs, load, path)
+    experiment = Experiment._from_sweep(spec, runs, load, path)
+    _warn_unmatched(experiment)
+    return experiment
+
+
+def _warn_unmatched(experiment) -> None:
+    """Say which fault rules matched no activity of their runs: the sweep would otherwise
+    report the cells under that plan as if the faults had been met."""
+    rules = experiment.unmatched_rules
+    if rules.empty:
+        return
+    import warnings
+    lines = [f"fault plan {r.fault_plan!r}: rule {r.rule} {r.type}({r.activity!r}) matched "
+             f"no activity its runs reached ({r.met or 'none'})"
+             for r in rules.itertuples(index=False)]
+    warnings.warn(UnmatchedFaultRuleWarning(
+        "; ".join(lines) + ". Those rules injected nothing, so the cells under their plans "
+        "measured a world without them: check the names (experiment.unmatched_rules "
+        "lists them)."), stacklevel=3)
 
 
 def _chunks(spec: Spec, cell: int, size: int) -> list[tuple]:

@@ -89,6 +89,30 @@ class Experiment:
         return (f"Experiment({self.spec['workflow']}: {len(self.frame):,} runs in {n_cells} "
                 f"cells, {done:.1%} completed)")
 
+    # --- rules that tested nothing -----------------------------------------------------------
+    @property
+    def unmatched_rules(self) -> pd.DataFrame:
+        """A row per fault-plan rule whose activity name or glob matched no activity that a
+        run under that plan reached: ``fault_plan, rule`` (its index in the plan), ``type,
+        activity``, and ``met`` (the activities those runs did reach). A typo ("modle")
+        injects nothing, and the cells under that plan measure a calm world. A `Crash` at
+        ``during_wait`` names a wait, which the load does not see: it is never listed."""
+        from ..faults import FaultPlan
+        met = {plan: set(g["source"]) for plan, g in self.load.groupby("fault_plan")} \
+            if len(self.load) else {}
+        rows = []
+        for name, data in self.spec["fault_plans"].items():
+            if not data:
+                continue
+            plan = FaultPlan.from_json(data)
+            seen = met.get(name, set())
+            for index, rule in plan.unmatched(seen):
+                if getattr(rule, "point", None) == "during_wait":
+                    continue
+                rows.append((name, index, type(rule).__name__, rule.activity,
+                             ", ".join(sorted(seen))))
+        return pd.DataFrame(rows, columns=["fault_plan", "rule", "type", "activity", "met"])
+
     # --- the table per cell -----------------------------------------------------------------
     @property
     def cells(self) -> pd.DataFrame:

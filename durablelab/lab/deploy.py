@@ -64,8 +64,8 @@ class DeployReport:
     def plot(self, title: str | None = None):
         """A Figure: for each parking point, how many runs came through and how many broke,
         by cause."""
-        from matplotlib.figure import Figure
         from matplotlib.ticker import MaxNLocator
+        from ..viz.plots import Figure
         summary = self.summary
         colours = {"ok": "#4C9A6A", "duplicate effect": "#D08A2E"}
         fig = Figure(figsize=(8.5, 3.0))

@@ -17,7 +17,7 @@ from ..faults import CRASH_POINTS
 from .plots import PALETTE, Figure
 
 COLOURS = {"held": PALETTE["ok"], "broken": PALETTE["non_retryable"],
-           "did not fire": "#BBBBBB"}
+           "not reached": "#BBBBBB"}      # the crash did not fire: the run never got there
 
 
 def crash_map(report, *, width: float | None = None, title: str | None = None) -> Figure:
@@ -25,15 +25,15 @@ def crash_map(report, *, width: float | None = None, title: str | None = None) -
     rows = report.frame[(report.frame.point != "none") & report.frame.point2.isna()]
     pairs = report.frame[report.frame.point2.notna()]
     lanes = list(dict.fromkeys(f"{int(r.position)}: {r.activity}" for r in rows.itertuples()))
-    height = 1.2 + 0.32 * max(len(lanes), 1)
+    height = 1.3 + 0.4 * max(len(lanes), 1)
     fig = Figure(figsize=(width or 7.5, height))
     ax = fig.add_subplot()
     for r in rows.itertuples():
         y = lanes.index(f"{int(r.position)}: {r.activity}")
         x = CRASH_POINTS.index(r.point)
-        state = "did not fire" if not r.fired else "held" if r.holds else "broken"
+        state = "not reached" if not r.fired else "held" if r.holds else "broken"
         ax.add_patch(_cell(x, y, COLOURS[state]))
-        text = {"held": "held", "broken": "broken", "did not fire": "not reached"}[state]
+        text = state
         if len(pairs):
             both = pairs[~pairs.holds & (((pairs.position == r.position)
                                           & (pairs.point == r.point))
@@ -41,8 +41,10 @@ def crash_map(report, *, width: float | None = None, title: str | None = None) -
                                             & (pairs.point2 == r.point)))]
             if len(both):
                 text += f"\n{len(both)} pairs broke"
-        ax.text(x, y, text, ha="center", va="center", fontsize=7.5,
-                color="white" if state == "broken" else "black")
+        # Black on every colour (it reads better on vermillion than white does), as large as
+        # the axis labels: the cells are what the map is for.
+        ax.text(x, y, text, ha="center", va="center", fontsize=9.5, color="black",
+                fontweight="bold" if state == "broken" else "normal")
     ax.set_xlim(-0.5, len(CRASH_POINTS) - 0.5)
     ax.set_ylim(len(lanes) - 0.5, -0.5)
     ax.set_xticks(range(len(CRASH_POINTS)), [p.replace("_", " ") for p in CRASH_POINTS])
@@ -58,7 +60,7 @@ def crash_map(report, *, width: float | None = None, title: str | None = None) -
                  fontsize=10)
     ax.legend(handles=[Patch(facecolor=c, edgecolor="white", label=k)
                        for k, c in COLOURS.items()],
-              loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=8)
+              loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=9)
     fig.tight_layout()
     return fig
 
