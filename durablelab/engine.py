@@ -544,7 +544,7 @@ class Engine:
         self._heap = []
         self._run_fns = {}
         self._telemetry = []
-        self._attempts.breakers = {}
+        self._attempts.fresh_worker()
         self.store.forget()
 
     def __enter__(self) -> "Engine":
@@ -1186,5 +1186,5 @@ class Engine:
         """A fresh worker: forget everything in memory (circuit breakers too), reload what
         the store holds."""
         self._flush_telemetry()
-        self._attempts.breakers = {}
+        self._attempts.fresh_worker()
         self._load()
