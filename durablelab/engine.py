@@ -40,6 +40,7 @@ from .faults import FaultPlan
 from .retry import Overrides
 from .guard import Guard
 from .journal import JOURNALS
+from .observe import LogObserver, notify
 from .records import (AttemptRecord, CrashRecord, RunEnd, SignalRecord, WakeupRecord,
                       waiting_columns)
 from .registry import LIVE, REGISTRY, current_definition, redefined, register, workflow_name
@@ -144,6 +145,9 @@ class _Port:
     def signal_for(self, state, name, k):
         return self._engine._signal_for(state, name, k)
 
+    def attempt_ended(self, state, attempt, error):
+        notify(self._engine.observers, "attempt_ended", state, attempt, error)
+
 
 class Engine:
     """Runs durable workflows over a DuckDB history.
@@ -241,6 +245,9 @@ class Engine:
         self._definitions: dict[str, Callable | None] = {}   # see _use_current_definition
         self._telemetry: list[tuple] = []
         self._plans: dict[str, FaultPlan] = {}   # stored plan JSON -> the plan
+        #: who hears of run starts, wake-ups, attempts and run ends (`durablelab.observe`):
+        #: the log (silent until logging is configured), and `dl.tracing.instrument`'s.
+        self.observers: list = [LogObserver()]
         #: what a run's `Context` and the attempt runner reach of this engine (`_Port`).
         self._port = _Port(weakref.proxy(self))
         #: runs activity attempts; it sees this engine only as an `activities.Host`.
@@ -617,6 +624,7 @@ class Engine:
         self._runs[run_id] = state
         self._schedule(state, self.clock.now(), "wake", "start")
         self._arm_timeout(state)
+        notify(self.observers, "run_started", state)
         return run_id
 
     def _arm_timeout(self, state: RunState) -> None:
@@ -857,6 +865,8 @@ class Engine:
                            len(state.history) - before)
         state.wakeups.append(row)
         self._telemetry.append(row)
+        notify(self.observers, "wakeup_ended", state, woke_at, reason, row.replayed,
+               row.recorded, self.clock.now())
 
     def _suspend(self, state: RunState, suspend: Suspend) -> None:
         if suspend.reason == "handles":   # woken by `_wake_if_ready` when enough have ended
@@ -974,6 +984,7 @@ class Engine:
                      state.ended_at, state.run_id)
         self._note_wakeup(state)   # so the run's last wake-up row may share the end's commit
         self._telemetry = self._journal.end(state, end, self._telemetry)
+        notify(self.observers, "run_ended", state)
         if state.child_of is not None:
             self._child_ended(self._runs.get(state.child_of[0]), state.child_of[1],
                               state.run_id)
