@@ -178,6 +178,11 @@ class Engine:
             `close()` saves nothing, and the engine takes no file over. Calls that would
             record (`start`, `signal`, `advance`, `run_until_idle`, `crash`) raise
             `ReadOnlyEngineError`.
+        payload_threshold: a recorded value longer than this many bytes of JSON (a 2 MB
+            document an activity returns) is stored once, under its digest, in the store's
+            `payloads` table, and its event holds the reference: ten activities returning
+            the same document store it once. Replay, views and exports resolve it. None
+            (the default): every value inline.
 
     One engine per file per process: opening a second engine on a file closes the first (as
     `close()` would) and takes the file over; the first then refuses calls. Another process
@@ -188,7 +193,8 @@ class Engine:
     """
 
     def __init__(self, path=None, clock=None, durability: str = "sync", workflows=(),
-                 guard: bool = True, world=None, read_only: bool = False):
+                 guard: bool = True, world=None, read_only: bool = False,
+                 payload_threshold: int | None = None):
         if durability not in DURABILITY:
             raise bad_value("Engine", "durability", (
                 f"durability={durability!r} is not a durability mode; use one of "
@@ -224,8 +230,15 @@ class Engine:
                 raise read_only_beside_writer(self.path)
             older.close()
             older._superseded = True
-        self.store = MemoryStore() if self.path is None else Store(self.path,
-                                                                    read_only=self.read_only)
+        if payload_threshold is not None and (isinstance(payload_threshold, bool) or not
+                                              isinstance(payload_threshold, int)
+                                              or payload_threshold < 1):
+            raise bad_value("Engine", "payload_threshold", (
+                f"payload_threshold={payload_threshold!r} must be a number of bytes >= 1 (for "
+                f"example 65536), or None to keep every value inline"))
+        self.store = (MemoryStore(payload_threshold) if self.path is None else
+                      Store(self.path, read_only=self.read_only,
+                            payload_threshold=payload_threshold))
         #: when a run's recorded rows reach the store: all that the durability mode decides.
         self._journal = JOURNALS[durability](self.store)
         if holder_key is not None and not self.read_only:
