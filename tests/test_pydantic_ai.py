@@ -10,6 +10,7 @@ and hangs; the server counts the requests that reached it).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 import time
@@ -152,6 +153,18 @@ def test_outside_a_workflow_the_capability_changes_nothing():
                                for m in result.all_messages()]
     assert ask([pai.Durability()]) == ask([])
     assert "c-7" in ask([pai.Durability()])[0]
+
+
+def test_where_an_event_loop_already_runs_as_in_a_notebook_the_agent_still_runs():
+    brain, world = Brain(), World()
+    workflow = pai.DurableAgent(shop_agent(brain, name="kernel")).workflow
+
+    async def cell():         # a notebook cell: the kernel's loop runs in this thread
+        return run_once(workflow, world, faults=dl.FaultPlan([
+            Crash("charge_card", point="after_effect")]))
+    run = asyncio.run(cell())
+    assert run.status == "completed", run.error
+    assert brain.asked == 4 and len(world.payments.effects) == 1
 
 
 def test_the_crash_explorer_finds_exactly_the_windows_of_tools_that_ignore_their_key():
