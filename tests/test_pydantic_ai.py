@@ -281,6 +281,10 @@ def test_the_model_digest_leaves_out_timestamps_and_generated_ids():
     assert first[0].timestamp != second[0].timestamp and first[0].run_id != second[0].run_id
     assert digested(first) == digested(second)
     assert digested(first) != digested(conversation("hi there"))
+    # only messages' and parts' own stamps are left out: a tool argument named "id" counts
+    asked = [ModelResponse(parts=[ToolCallPart("lookup_order", {"id": order}, "call-1")])
+             for order in ("A-1", "A-2")]
+    assert digested(first[:1] + asked[:1]) != digested(first[:1] + asked[1:])
 
 
 # --- bad cases ------------------------------------------------------------------------------

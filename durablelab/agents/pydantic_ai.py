@@ -88,9 +88,10 @@ from .. import aio                                                   # noqa: E40
 from ..context import Context                                        # noqa: E402
 from ..registry import register                                      # noqa: E402
 
-#: keys of Pydantic AI's message JSON that differ between two executions of the same
+#: keys of Pydantic AI's messages and parts that differ between two executions of the same
 #: conversation (stamped when a message is built, or drawn at random), left out of a model
-#: request's digest so that replay matches.
+#: request's digest so that replay matches. Only at those two levels: a tool argument
+#: called "id" is content.
 VOLATILE = frozenset({"timestamp", "run_id", "conversation_id", "tool_call_id", "id",
                       "provider_response_id"})
 
@@ -285,7 +286,9 @@ class _Backend(CallableOperationBackend):
         elif isinstance(operation_id, ToolsetCallToolId):
             args = {"args": _jsonable(cache_key[1])}
         else:
-            args = {"identity": _strip(_jsonable(cache_key[:-1]))}
+            # the rarer units (tool discovery, MCP, event handlers) are checked by name and
+            # position only: what Pydantic AI hands them holds live objects and timestamps
+            args = {}
         if (isinstance(operation_id, ToolsetCallToolId) and running.durability.parallel_tools):
             handle = ctx.start_activity(name, unit, args, policy=config.policy,
                                         start_to_close=config.timeout)
@@ -325,28 +328,28 @@ async def _let_siblings_start() -> None:
 
 
 def model_request_args(cache_key: tuple) -> dict:
-    """The arguments a ``"model"`` activity is digested by: the conversation's content (the
-    messages without timestamps and generated ids), the model settings, the tools and
-    output schema offered, and which model (None: the agent's own)."""
+    """The arguments a ``"model"`` activity is digested by: the conversation's content (each
+    message and part without the timestamps and generated ids Pydantic AI stamps on it; a
+    tool call's arguments and a tool's answer are kept whole), the model settings, the tools
+    and output schema offered, and which model (None: the agent's own)."""
     model_id, messages, settings, parameters = cache_key[:4]
+    dumped = ModelMessagesTypeAdapter.dump_python(list(messages), mode="json")
     return {"model": model_id,
-            "messages": _strip(ModelMessagesTypeAdapter.dump_python(list(messages),
-                                                                    mode="json")),
-            "settings": _strip(_jsonable(settings)),
-            "parameters": _strip(_REQUEST_PARAMETERS.dump_python(parameters, mode="json"))}
+            "messages": [{**_without(message, VOLATILE),
+                          "parts": [_without(part, VOLATILE) for part in message["parts"]]}
+                         for message in dumped],
+            "settings": _jsonable(settings),
+            "parameters": _REQUEST_PARAMETERS.dump_python(parameters, mode="json")}
 
 
-def _strip(value: Any) -> Any:
-    """`value` without the `VOLATILE` keys, at any depth."""
-    if isinstance(value, dict):
-        return {k: _strip(v) for k, v in value.items() if k not in VOLATILE}
-    if isinstance(value, list):
-        return [_strip(v) for v in value]
-    return value
+def _without(data: dict, keys: frozenset) -> dict:
+    return {k: v for k, v in data.items() if k not in keys}
 
 
 def _jsonable(value: Any) -> Any:
-    return to_jsonable_python(value, fallback=repr)
+    # An object JSON cannot hold is digested by its type's name: a repr could carry a
+    # memory address, which differs on every run and would make replay diverge.
+    return to_jsonable_python(value, fallback=lambda v: type(v).__name__)
 
 
 def _warn_amplification(running: _Running, cache_key: tuple) -> None:
