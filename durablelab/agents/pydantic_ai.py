@@ -289,7 +289,7 @@ class _Backend(CallableOperationBackend):
             # the rarer units (tool discovery, MCP, event handlers) are checked by name and
             # position only: what Pydantic AI hands them holds live objects and timestamps
             args = {}
-        if (isinstance(operation_id, ToolsetCallToolId) and running.durability.parallel_tools):
+        if isinstance(operation_id, ToolsetCallToolId) and self.durability.parallel_tools:
             handle = ctx.start_activity(name, unit, args, policy=config.policy,
                                         start_to_close=config.timeout)
             await _let_siblings_start()
