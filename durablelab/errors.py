@@ -457,6 +457,35 @@ class AgentConfigError(DurableLabError, ValueError, TypeError):
     fields = ("what",)
 
 
+class FrameworkError(DurableLabError, ImportError):
+    """A bridge to another framework (`durablelab.agents.pydantic_ai`) cannot load: the
+    framework is not installed, or its version is outside the range the bridge is tested
+    with. `extra` names the durablelab extra that installs a supported one."""
+
+    fields = ("framework", "version", "supported", "extra")
+
+
+def framework_missing(module: str, framework: str, extra: str, said: str) -> FrameworkError:
+    return FrameworkError(
+        f"{module} needs {framework}, which is not installed ({said}). Install the extra: "
+        f"pip install 'durablelab[{extra}]'", framework=framework, extra=extra)
+
+
+def framework_version(framework: str, package: str, version: str, supported: str,
+                      extra: str) -> FrameworkError:
+    return FrameworkError(
+        f"{framework} {version} is installed, but durablelab's bridge is tested with "
+        f"{package}{supported} (the durable-execution API it builds on changes between "
+        f"major versions). Install a supported one: pip install '{package}{supported}' "
+        f"(or pip install 'durablelab[{extra}]')", framework=framework, version=version,
+        supported=supported, extra=extra)
+
+
+class RetryAmplificationWarning(DurableLabWarning):
+    """A model client retries on its own inside an activity (the openai client's
+    ``max_retries``): its retries hide failures from the engine and multiply its own."""
+
+
 class SweepError(UsageError, ValueError):
     """A sweep that cannot run as asked: a bad name, policy, plan, input or option, a
     workflow or world that spawned ``processes=`` or an ``executor=`` could not import, a
