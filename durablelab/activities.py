@@ -30,13 +30,13 @@ from __future__ import annotations
 
 import inspect
 import json
+import sys
 from dataclasses import dataclass
 from types import MethodType
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from . import fastjson, heartbeat
 from . import history as h
-from .after import After
 from .breaker import BreakerState
 from .budget import DISCARDED_KEYS, answer_usage, discarded_usage
 from .clock import later, within
@@ -341,7 +341,10 @@ class AttemptRunner:
                 if inspect.isawaitable(result):   # an `async def` activity (rare: its
                     from . import aio               # module loads the first time)
                     result = aio.run(result)
-                if type(result) is After:   # the world answers later (dl.sim.after)
+                # The world answers later (dl.sim.after). Its module loads with dl.sim, and
+                # no such answer exists before: `import durablelab` stays the core alone.
+                after = sys.modules.get("durablelab.after")
+                if after is not None and type(result) is after.After:
                     seconds = result.seconds
                     if result.error is not None:
                         raise result.error
