@@ -275,16 +275,21 @@ class Isolated:
         self.engine: Engine | None = None
         self.used = 0
 
-    def run(self, workflow, input_value, run_id, policies, plan, seed, world_factory,
-            timeout, load: dict, requests: list | None = None,
-            start_at: float | None = None) -> dict:
+    def fresh(self) -> Engine:
+        """The runner's engine, empty (`Engine.forget` after each use) on a new clock at 0."""
         if self.engine is None or self.used >= RECYCLE_EVERY:
             self.close()
             self.engine = Engine()
             self.used = 0
-        engine = self.engine
         self.used += 1
-        clock = engine.clock = VirtualClock()       # every run starts at t=0
+        self.engine.clock = VirtualClock()
+        return self.engine
+
+    def run(self, workflow, input_value, run_id, policies, plan, seed, world_factory,
+            timeout, load: dict, requests: list | None = None,
+            start_at: float | None = None) -> dict:
+        engine = self.fresh()
+        clock = engine.clock                        # every run starts at t=0
         world = world_factory(clock) if world_factory is not None else None
         engine.world = world                        # ...in a world of its own
         engine.start(workflow, input_value, run_id=run_id, faults=plan, seed=seed,
@@ -311,11 +316,13 @@ class Isolated:
 
 
 def run_contended(workflow, runs, policies, plan, world_factory, timeout, load: dict,
-                  requests: list | None = None) -> list:
+                  requests: list | None = None, runner: Isolated | None = None) -> list:
     """All `runs` ((input value, run id, seed, start instant or None)) of a cell, or of a
     cell's seed, at once, in one engine around one world. Returns their metrics in the
-    order given."""
-    engine = Engine()
+    order given. With a `runner`, its engine is used and emptied after (a sweep with
+    ``contention="per_seed"`` runs many small worlds in turn: a new engine each would cost
+    a DuckDB connection and its schema, several times a small trial)."""
+    engine = Engine() if runner is None else runner.fresh()
     try:
         world = world_factory(engine.clock) if world_factory is not None else None
         engine.world = world
@@ -346,8 +353,11 @@ def run_contended(workflow, runs, policies, plan, world_factory, timeout, load: 
             add_load(load, name, instants)
         return out
     finally:
-        engine.store.forget()     # in memory: rows nobody will read again
-        engine.close()
+        if runner is None:
+            engine.store.forget()     # in memory: rows nobody will read again
+            engine.close()
+        else:
+            engine.forget()           # no breaker, run or row of this world reaches the next
 
 
 __all__ = ["METRICS", "Isolated", "run_contended", "run_metrics", "duplicate_effects",

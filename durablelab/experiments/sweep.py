@@ -129,7 +129,7 @@ def do_job(spec: Spec, runner: Isolated, job: tuple) -> tuple:
             metrics = []
             for listed in worlds.values():
                 metrics += run_contended(spec.workflow, listed, policies, plan, spec.world,
-                                         spec.timeout, load, requests)
+                                         spec.timeout, load, requests, runner)
         else:   # an input is decoded once per job: start() records its JSON at once
             inputs = {i: json.loads(spec.inputs_json[i]) for i in {i for i, _ in runs}}
             metrics = [runner.run(spec.workflow, inputs[i], spec.run_id(cell, seed, i),
