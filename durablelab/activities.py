@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import sys
 from dataclasses import dataclass
 from types import MethodType
 from typing import TYPE_CHECKING, Any, Callable, Protocol
@@ -255,7 +256,8 @@ class AttemptRunner:
         if error is not None:
             pass  # the breaker or the throttle refused: nothing is called
         elif rule is None or isinstance(rule, (Timeout, Malformed)):
-            value_json, error, kept = self._call(state, req, position, previous)
+            value_json, error, kept, answer_in = self._call(state, req, position, previous)
+            latency += answer_in   # the world's own time to answer (dl.sim.after)
             if crashes:
                 self._maybe_crash(state, "after_effect", name, position, attempt)
             if isinstance(rule, Malformed) and error is None:
@@ -320,12 +322,14 @@ class AttemptRunner:
         return state
 
     def _call(self, state, req: Request, position: int, previous):
-        """Call the activity function; returns (value_json, error, kept): `kept` is what
-        `Event.loaded` may hold of the value (see `fastjson.kept`), so the caller gets its
-        copy instead of parsing the JSON just written."""
+        """Call the activity function; returns (value_json, error, kept, seconds): `kept`
+        is what `Event.loaded` may hold of the value (see `fastjson.kept`), so the caller
+        gets its copy instead of parsing the JSON just written; `seconds` how long the
+        world took to answer (`dl.sim.after`; 0 for a plain return or raise)."""
         fn, name = req.fn, req.name
         kwargs = req.kwargs
         takes_key, takes_feedback = accepts(fn)
+        seconds = 0.0
         if takes_key and "idempotency_key" not in kwargs:
             kwargs = {**kwargs, "idempotency_key": f"{state.run_id}:{position}"}
         if takes_feedback and previous and previous[-1].error_class == "ModelOutputError":
@@ -337,16 +341,24 @@ class AttemptRunner:
                 if inspect.isawaitable(result):   # an `async def` activity (rare: its
                     from . import aio               # module loads the first time)
                     result = aio.run(result)
+                # The world answers later (dl.sim.after). Its module loads with dl.sim, and
+                # no such answer exists before: `import durablelab` stays the core alone.
+                after = sys.modules.get("durablelab.after")
+                if after is not None and type(result) is after.After:
+                    seconds = result.seconds
+                    if result.error is not None:
+                        raise result.error
+                    result = result.value
         except Exception as exc:
             if req.policy.is_non_retryable(exc) and not isinstance(exc, NonRetryable):
                 cause = type(exc).__name__
                 return None, NonRetryable(h.storable_text(f"{cause}: {exc}"),
-                                          cause_class=cause), None
+                                          cause_class=cause), None, seconds
             error = classify(exc)
             if error.cause_class is None:
                 error.cause_class = error.error_class
             error.message = h.storable_text(error.message)
-            return None, error, None
+            return None, error, None, seconds
         try:
             text = h.compact(result)
         except (TypeError, ValueError) as exc:
@@ -354,8 +366,8 @@ class AttemptRunner:
                 f"the result of activity {name!r} at position {position} is not "
                 f"JSON-serialisable ({exc}); its effect already happened, but history can "
                 f"only hold JSON. Return plain data (a dict, list, str, number).",
-                cause_class="SerializationError"), None
-        return text, None, fastjson.kept(result, text)
+                cause_class="SerializationError"), None, seconds
+        return text, None, fastjson.kept(result, text), seconds
 
     def finish(self, state, cursor: h.Cursor, o: dict) -> Any:
         """Record an attempt's end: the activity's event, or a failed attempt and its retry.

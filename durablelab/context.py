@@ -453,7 +453,10 @@ class Context:
     def sleep(self, seconds: float) -> None:
         """Wait `seconds` on a durable timer. The wait lives in history, not in a process:
         a crash during it resumes the wait at the same deadline instead of restarting it."""
-        frame = sys._getframe(self._caller)
+        self._sleep(seconds, sys._getframe(self._caller))
+
+    def _sleep(self, seconds: float, frame) -> None:
+        """`sleep`, recorded at the workflow line `frame` (also `retry`'s backoff)."""
         seconds = _number(seconds, "ctx.sleep(seconds)", "seconds", frame)
         self._check()
         start = self._expect(h.SLEEP, "sleep", frame, (seconds,), {})
@@ -569,6 +572,33 @@ class Context:
         compensation that fails for good waits `escalate_after` seconds for a person (the
         signal ``"compensate:<name>"``) instead of looping; see `durablelab.saga`."""
         return Saga(self, escalate_after)
+
+    def retry(self, policy: RetryPolicy, fn: Callable, *args) -> Any:
+        """Run ``fn(ctx, *args)`` and, if it raises a retryable `ActivityFailed`, run it
+        again after a durable backoff: a retry scope wider than one activity.
+
+        Use it where a failure can only be retried whole, as a read-modify-write whose
+        write conflicts (the read must be made again). `fn` is workflow code: it makes
+        activities through `ctx` and runs again from its top on each try. The wait after
+        its n-th failure is `policy`'s delay for attempt n (``RetryPolicy`` gives the
+        formulas; ``jitter="none", initial=1, backoff=2`` waits 1, 2, 4 s), recorded as a
+        ``ctx.sleep``; ``policy.max_attempts`` counts the first try. Returns what `fn`
+        returns; raises its last failure when the tries are spent, and any non-retryable
+        failure at once (see `durablelab.scopes`).
+        """
+        frame = sys._getframe(self._caller)
+        call = f"ctx.retry at {h.site(frame)}"
+        if not isinstance(policy, RetryPolicy):
+            raise bad_type(call, "policy", (
+                f"policy={policy!r} must be a dl.RetryPolicy, for example "
+                f"ctx.retry(dl.RetryPolicy(max_attempts=5, jitter='full'), fn)"))
+        if not callable(fn):
+            raise bad_type(call, "fn", (
+                f"fn={fn!r} is not callable: pass the workflow function the scope runs, "
+                f"fn(ctx, *args), not its result"))
+        from .guard import workflow_code
+        from .scopes import run_scope
+        return run_scope(self, policy, fn, args, frame, lambda code: workflow_code(self, code))
 
     # --- introspection ---------------------------------------------------------------------
     @property

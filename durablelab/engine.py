@@ -280,7 +280,8 @@ class Engine:
     # --- public API ----------------------------------------------------------------------
     def start(self, workflow: Callable, input: Any = None, run_id: str | None = None,
               faults=None, seed: int = 0, timeout: float | None = None,
-              budget: Budget | None = None, policies=None) -> str:
+              budget: Budget | None = None, policies=None,
+              start_at: float | None = None) -> str:
         """Record a new run of `workflow(ctx, input)` and schedule it; returns its run id.
 
         `faults` is a `FaultPlan`, a list of rules, or a plan's JSON text or file path.
@@ -296,6 +297,11 @@ class Engine:
         ``{activity glob: RetryPolicy}`` (the first glob that matches decides; activities no
         glob matches keep their code's policy). It is stored with the run as JSON, so it
         holds after a crash and in a later engine too.
+
+        `start_at` (an instant on the engine's clock, not before now) starts the run then
+        instead of now: its start is recorded at once, its code first runs at `start_at`,
+        and its time-out and duration count from there (open-loop arrivals, `dl.sweep(...,
+        arrivals=)`).
         """
         self._check_writable("start")
         name = workflow_name(workflow)
@@ -306,6 +312,13 @@ class Engine:
                 f"again from the top on every wake-up, so it cannot await. Make it a def, "
                 f"and run the async work in activities (an async def activity is awaited)"))
         check_seed(seed, call)
+        if start_at is not None:
+            start_at = check_seconds(start_at, call, "start_at")
+            if start_at < self.clock.now():
+                raise bad_value(call, "start_at", (
+                    f"start_at={start_at!r} is before now (t={self.clock.now():g}s): a run "
+                    f"cannot start in the past. Give an instant >= engine.clock.now(), or "
+                    f"None to start now"))
         plan = self._plan(faults)
         check_json_keys(input, "the workflow input", f"Engine.start({name})")
         input_json = h.to_json(input, "the workflow input", f"Engine.start({name})")
@@ -329,7 +342,7 @@ class Engine:
             options["policies"] = policies.to_json()
         register(workflow, stacklevel=2)
         return self._start(name, input_json, run_id, plan, seed, None, options_json(options),
-                           fn=workflow)
+                           fn=workflow, start_at=start_at)
 
     def signal(self, run_id: str, name: str, value: Any = None,
                signal_id: str | None = None) -> bool:
@@ -622,7 +635,7 @@ class Engine:
         return FaultPlan.from_json(faults)
 
     def _start(self, workflow, input_json, run_id, plan, seed, parent, options_json,
-               fn=None) -> str:
+               fn=None, start_at: float | None = None) -> str:
         if run_id in self._runs:
             raise DuplicateRunError(
                 f"A run with id {run_id!r} already exists (it is "
@@ -630,12 +643,13 @@ class Engine:
                 f"a fresh one.", run_id=run_id)
         state = RunState(run_id, workflow, input_json, seed,
                          plan.to_json() if plan else None, options_json, parent, "running",
-                         None, None, self.clock.now(), None, fn=fn, faults=plan)
+                         None, None, self.clock.now() if start_at is None else start_at,
+                         None, fn=fn, faults=plan)
         if fn is not None and current_definition(workflow) is None:
             self._run_fns[run_id] = fn   # a closure: recover this run with this very one
         self.store.insert("runs", state.row())
         self._runs[run_id] = state
-        self._schedule(state, self.clock.now(), "wake", "start")
+        self._schedule(state, state.started_at, "wake", "start")
         self._arm_timeout(state)
         notify(self.observers, "run_started", state)
         return run_id
@@ -690,7 +704,8 @@ class Engine:
                 unknown.setdefault(state.workflow, []).append(state.run_id)
             if state.fn is not None:
                 began = state.history or state.attempts or state.wakeups
-                self._schedule(state, self.clock.now(), "wake", "recovery" if began else "start")
+                self._schedule(state, self.clock.now() if began else max(  # start_at= later
+                    self.clock.now(), state.started_at), "wake", "recovery" if began else "start")
                 self._arm_timeout(state)
         if opening and unknown:
             warnings.warn(unknown_workflows(self.path, unknown), stacklevel=3)

@@ -712,10 +712,19 @@ def _error_classes() -> dict[str, type[DurableLabError]]:
     return found
 
 
+#: class name -> class, as `_error_classes` last found them: a replay rebuilds a recorded
+#: failure at every wake-up, and walking the subclasses each time cost more than the rest.
+_FOUND: dict[str, type[DurableLabError]] = {}
+
+
 def error_from_json(data: dict) -> DurableLabError:
     """Rebuild an error written by `to_json`. Only durablelab's own classes are looked up;
     an unknown class name comes back as a plain `DurableLabError` with the same message."""
-    cls = _error_classes().get(data.get("class", ""), DurableLabError)
+    name = data.get("class", "")
+    cls = _FOUND.get(name)
+    if cls is None:   # not seen yet, or a class defined since: look again
+        _FOUND.update(_error_classes())
+        cls = _FOUND.get(name, DurableLabError)
     fields = data.get("fields") or {}
     err = cls.__new__(cls)
     DurableLabError.__init__(err, data.get("message", ""))

@@ -297,4 +297,22 @@ def _pausing(method: Callable) -> Callable:
     return paused
 
 
-__all__ = ["Guard", "GuardOffWarning", "DeterminismGuardError", "guarded_context"]
+def workflow_code(ctx, code: Callable[[], Any]) -> Any:
+    """Run `code` (workflow code a ctx method calls back, as `ctx.retry` runs its scope)
+    under the guard again: the method paused it, and what it calls back is the workflow's."""
+    hook = getattr(ctx, "_hook", None)
+    if hook is None or not ctx._paused:
+        return code()
+    ctx._paused = False
+    if SWAP_HOOK:
+        sys.setprofile(hook)
+    try:
+        return code()
+    finally:
+        if SWAP_HOOK:
+            sys.setprofile(None)
+        ctx._paused = True
+
+
+__all__ = ["Guard", "GuardOffWarning", "DeterminismGuardError", "guarded_context",
+           "workflow_code"]

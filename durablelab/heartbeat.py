@@ -165,6 +165,14 @@ def idempotency_key() -> str:
     return f"{where[2]}:{where[3]}"
 
 
+def attempt_now() -> float | None:
+    """The engine's clock now, read inside an activity attempt (None outside one, or on an
+    engine that gives no clock): what a simulated service (`dl.sim.Server`) stamps a request
+    with when it is not given a clock of its own."""
+    where = getattr(_CURRENT.get(), "_where", None)
+    return None if where is None else where[1].now()
+
+
 def last_heartbeat() -> Any:
     """The details of the last heartbeat this activity sent, in this attempt or an earlier
     one (before a retry or a crash), or None if it never sent one. Call it inside an

@@ -219,6 +219,30 @@ def add_starts(load: dict, state) -> None:
             load[key] = get(key, 0) + 1
 
 
+#: what `add_requests` files a retry the quota refused under (no attempt was made).
+QUOTA_REFUSED = "quota_refused"
+_QUOTA_WORDS = "the retry quota is empty"
+
+
+def add_requests(out: list, state, seed: int) -> None:
+    """Append ``(seed, started_at, ended_at, attempt, outcome)`` for every attempt of a run
+    (what `Experiment.series` bins), crashed ones aside: they never reached the world. A
+    retry its `RetryQuota` refused is one more row, outcome `QUOTA_REFUSED`, at the instant
+    the activity failed for good."""
+    append = out.append
+    for rows in state.attempts.values():
+        for row in rows:
+            if row.outcome != "crashed":
+                append((seed, row.started_at, row.ended_at, row.attempt, row.outcome))
+    for e in state.history:
+        if e.kind != "activity" or e.started_at is None:
+            continue
+        attempt = e.attempt or 1
+        append((seed, e.started_at, e.recorded_at, attempt, e.outcome))
+        if not e.ok and e.value is not None and _QUOTA_WORDS in e.value:
+            append((seed, e.recorded_at, e.recorded_at, attempt + 1, QUOTA_REFUSED))
+
+
 # --- jobs -------------------------------------------------------------------------------------
 #: The young-generation threshold of Python's garbage collector while a sweep's runs run.
 YOUNG_COLLECTION_AFTER = 50_000
@@ -251,21 +275,29 @@ class Isolated:
         self.engine: Engine | None = None
         self.used = 0
 
-    def run(self, workflow, input_value, run_id, policies, plan, seed, world_factory,
-            timeout, load: dict) -> dict:
+    def fresh(self) -> Engine:
+        """The runner's engine, empty (`Engine.forget` after each use) on a new clock at 0."""
         if self.engine is None or self.used >= RECYCLE_EVERY:
             self.close()
             self.engine = Engine()
             self.used = 0
-        engine = self.engine
         self.used += 1
-        clock = engine.clock = VirtualClock()       # every run starts at t=0
+        self.engine.clock = VirtualClock()
+        return self.engine
+
+    def run(self, workflow, input_value, run_id, policies, plan, seed, world_factory,
+            timeout, load: dict, requests: list | None = None,
+            start_at: float | None = None) -> dict:
+        engine = self.fresh()
+        clock = engine.clock                        # every run starts at t=0
         world = world_factory(clock) if world_factory is not None else None
         engine.world = world                        # ...in a world of its own
         engine.start(workflow, input_value, run_id=run_id, faults=plan, seed=seed,
-                     timeout=timeout, policies=policies)
+                     timeout=timeout, policies=policies, start_at=start_at)
         engine.run_until_idle()
         state = engine.working_state(run_id)
+        if requests is not None:
+            add_requests(requests, state, seed)
         crashed = sum(1 for row in state.fault_rows if row[2] == "Crash")
         world_parts = parts(world)
         duplicates = duplicate_effects(world_parts, {run_id}).get(run_id, 0)
@@ -283,10 +315,14 @@ class Isolated:
             self.engine = None
 
 
-def run_contended(workflow, runs, policies, plan, world_factory, timeout, load: dict) -> list:
-    """All `runs` ((input value, run id, seed)) of a cell at once, in one engine around one
-    world. Returns their metrics in the order given."""
-    engine = Engine()
+def run_contended(workflow, runs, policies, plan, world_factory, timeout, load: dict,
+                  requests: list | None = None, runner: Isolated | None = None) -> list:
+    """All `runs` ((input value, run id, seed, start instant or None)) of a cell, or of a
+    cell's seed, at once, in one engine around one world. Returns their metrics in the
+    order given. With a `runner`, its engine is used and emptied after (a sweep with
+    ``contention="per_seed"`` runs many small worlds in turn: a new engine each would cost
+    a DuckDB connection and its schema, several times a small trial)."""
+    engine = Engine() if runner is None else runner.fresh()
     try:
         world = world_factory(engine.clock) if world_factory is not None else None
         engine.world = world
@@ -295,17 +331,19 @@ def run_contended(workflow, runs, policies, plan, world_factory, timeout, load: 
         crashing = plan is not None and plan.crashes()
         if not crashing:
             engine.store.discard_queue()
-        for input_value, run_id, seed in runs:
+        for input_value, run_id, seed, start_at in runs:
             engine.start(workflow, input_value, run_id=run_id, faults=plan, seed=seed,
-                         timeout=timeout, policies=policies)
+                         timeout=timeout, policies=policies, start_at=start_at)
         engine.run_until_idle()
         crash_times = [row[0] for row in engine.store.fetch(
             "SELECT crashed_at FROM crashes")] if crashing else []
         world_parts = parts(world)
-        duplicates = duplicate_effects(world_parts, {run_id for _, run_id, _ in runs})
+        duplicates = duplicate_effects(world_parts, {run[1] for run in runs})
         out = []
-        for _, run_id, _ in runs:
+        for _, run_id, seed, _ in runs:
             state = engine.working_state(run_id)   # loaded again if a crash dropped it
+            if requests is not None:
+                add_requests(requests, state, seed)
             end = state.ended_at if state.ended_at is not None else float("inf")
             crashes = sum(1 for t in crash_times if state.started_at < t <= end)
             out.append(run_metrics(state, crashes, duplicates.get(run_id, 0),
@@ -315,8 +353,12 @@ def run_contended(workflow, runs, policies, plan, world_factory, timeout, load: 
             add_load(load, name, instants)
         return out
     finally:
-        engine.store.forget()     # in memory: rows nobody will read again
-        engine.close()
+        if runner is None:
+            engine.store.forget()     # in memory: rows nobody will read again
+            engine.close()
+        else:
+            engine.forget()           # no breaker, run or row of this world reaches the next
 
 
-__all__ = ["METRICS", "Isolated", "run_contended", "run_metrics", "duplicate_effects"]
+__all__ = ["METRICS", "Isolated", "run_contended", "run_metrics", "duplicate_effects",
+           "add_requests", "QUOTA_REFUSED"]

@@ -50,13 +50,18 @@ from ..retry import Overrides, RetryPolicy
 FORMAT, VERSION = "durablelab.sweep.spec", 1
 _KEYS = ("format", "version", "workflow", "inputs", "policies", "fault_plans", "seeds",
          "contention", "timeout", "world")
+#: keys a data form has only when set (a sweep without them describes itself as before, so
+#: its results files still resume)
+_OPTIONAL = ("arrivals",)
+#: what `contention=` takes: False, True, or one world per cell and seed.
+CONTENTION = (False, True, "per_seed")
 
 
 class Spec:
     """A sweep's arguments, checked, with a data form that travels to worker processes."""
 
     def __init__(self, workflow, inputs, policies, fault_plans, seeds, world, contention,
-                 timeout):
+                 timeout, arrivals=None):
         if not callable(workflow):
             raise SweepError(f"sweep(workflow={workflow!r}): a workflow is a function "
                              f"fn(ctx, input)", argument="workflow")
@@ -81,7 +86,14 @@ class Spec:
                              f"the simulated world (a class or a module-level function)",
                              argument="world")
         self.world = world
-        self.contention = bool(contention)
+        if isinstance(contention, str) and contention != "per_seed":
+            raise SweepError(f"sweep(contention={contention!r}): give False (each run its own "
+                             f"world), True (one world per cell) or \"per_seed\" (one world "
+                             f"per cell and seed: each seed an independent trial of all inputs "
+                             f"contending)", argument="contention")
+        self.contention = contention if isinstance(contention, str) else bool(contention)
+        #: virtual start instant of each input's runs, or None (all at 0)
+        self.arrivals = _arrivals(arrivals, len(self.inputs))
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(
                 timeout, (int, float)) or not math.isfinite(timeout) or timeout <= 0):
             raise SweepError(f"sweep(timeout={timeout!r}): virtual seconds per run, > 0 (or "
@@ -93,6 +105,10 @@ class Spec:
     def run_id(self, cell: int, seed: int, index: int) -> str:
         policy, plan = self.cells[cell]
         return f"{policy}/{plan}/{seed}/{index}"
+
+    def start_at(self, index: int) -> float | None:
+        """When input `index`'s runs start (None: at once)."""
+        return None if self.arrivals is None else self.arrivals[index]
 
     def runs_of(self, cell: int) -> list[tuple[int, int]]:
         """(input index, seed) of every run of a cell, in table order."""
@@ -111,7 +127,8 @@ class Spec:
                 "fault_plans": {n: (None if p is None else json.loads(p.to_json()))
                                 for n, p in self.plans.items()},
                 "seeds": self.seeds, "contention": self.contention, "timeout": self.timeout,
-                "world": world_name}
+                "world": world_name,
+                **({} if self.arrivals is None else {"arrivals": self.arrivals})}
 
     # --- the data form ---------------------------------------------------------------------
     def to_data(self, caller: str = "Spec.to_data()") -> str:
@@ -143,12 +160,13 @@ class Spec:
         if data.get("version") != VERSION:
             raise _bad_data(f"version {data.get('version')!r}; this durablelab reads version "
                             f"{VERSION}: run the same durablelab on the driver and the workers")
-        wrong = sorted(set(data) ^ set(_KEYS))
+        wrong = sorted((set(data) - set(_OPTIONAL)) ^ set(_KEYS))
         if wrong:
             raise _bad_data(f"key {wrong[0]!r} is {'unknown' if wrong[0] in data else 'missing'}"
                             f" (a data form has exactly {', '.join(_KEYS)})")
         for key, kinds in (("workflow", (str,)), ("world", (str, type(None))),
-                           ("inputs", (list,)), ("seeds", (list,)), ("contention", (bool,)),
+                           ("inputs", (list,)), ("seeds", (list,)),
+                           ("contention", (bool, str)),
                            ("timeout", (int, float, type(None))), ("policies", (dict,)),
                            ("fault_plans", (dict,))):
             _expect(data, key, kinds)
@@ -164,8 +182,11 @@ class Spec:
             # is not an object as a file path.
             plans = {name: None if plan is None else FaultPlan.from_json(json.dumps(plan))
                      for name, plan in data["fault_plans"].items()}
+            arrivals = data.get("arrivals")
+            if arrivals is not None and not isinstance(arrivals, list):
+                raise _bad_data(f"'arrivals' is a {type(arrivals).__name__}, not a list")
             return cls(workflow, data["inputs"], data["policies"], plans, data["seeds"],
-                       world, data["contention"], data["timeout"])
+                       world, data["contention"], data["timeout"], arrivals)
         except (TypeError, ValueError) as exc:   # SweepError, PolicyError, a plan's BadValue
             raise _bad_data(getattr(exc, "message", None) or str(exc)) from None
 
@@ -330,6 +351,55 @@ def _plan(value, where: str) -> FaultPlan | None:
         raise SweepError(f"{where}: {exc}", argument="fault_plans") from None
     raise SweepError(f"{where}: {value!r} is not a dl.FaultPlan, a list of rules, a plan's "
                      f"JSON or its dict form (None means no faults)", argument="fault_plans")
+
+
+def _arrivals(arrivals, n: int) -> list[float] | None:
+    """Each input's start instant, from a rate (runs per virtual second: input i starts at
+    i / rate), a function ``index -> instant``, or a list of instants; checked to be finite,
+    >= 0 and never earlier than the input before (arrivals do not go back in time)."""
+    if arrivals is None:
+        return None
+    how = "arrivals"
+    if isinstance(arrivals, bool) or isinstance(arrivals, str):
+        instants = None
+    elif isinstance(arrivals, numbers.Real):
+        rate = float(arrivals)
+        if not math.isfinite(rate) or rate <= 0:
+            raise SweepError(f"sweep(arrivals={arrivals!r}): a rate is runs per virtual "
+                             f"second, finite and > 0 (input i starts at i / rate)",
+                             argument="arrivals")
+        instants = [i / rate for i in range(n)]
+    elif callable(arrivals):
+        instants = []
+        for i in range(n):
+            instants.append(arrivals(i))
+        how = "arrivals(index)"
+    elif isinstance(arrivals, (list, tuple)):
+        if len(arrivals) != n:
+            raise SweepError(f"sweep(arrivals=[...]): {len(arrivals)} instants for {n} inputs; "
+                             f"give one start instant per input", argument="arrivals")
+        instants = list(arrivals)
+    else:
+        instants = None
+    if instants is None:
+        raise SweepError(f"sweep(arrivals={arrivals!r}): give a rate (runs per virtual "
+                         f"second), a function index -> virtual start instant, or a list of "
+                         f"instants, one per input", argument="arrivals")
+    out, before = [], 0.0
+    for i, t in enumerate(instants):
+        if isinstance(t, bool) or not isinstance(t, numbers.Real) or not math.isfinite(t):
+            raise SweepError(f"sweep(arrivals=...): {how} gave {t!r} for input {i}; a start "
+                             f"is a finite number of virtual seconds", argument="arrivals")
+        t = float(t)
+        if t < before:
+            raise SweepError(f"sweep(arrivals=...): {how} goes back in time at input {i}: "
+                             f"{t:g}s, after {before:g}s for input {i - 1 if i else 0}"
+                             f"{'' if i else ' (the clock starts at 0)'}. Inputs arrive in "
+                             f"index order, each no earlier than the one before",
+                             argument="arrivals")
+        out.append(t)
+        before = t
+    return out
 
 
 def _seeds(seeds) -> list[int]:

@@ -65,6 +65,9 @@ def _arrow_type(column: str):
 RUN_SCHEMA = pa.schema([("cell", pa.int64())] + [(c, _arrow_type(c)) for c in KEYS + METRICS])
 LOAD_SCHEMA = pa.schema([("cell", pa.int64()), ("source", pa.string()),
                          ("second", pa.int64()), ("requests", pa.int64())])
+REQUEST_SCHEMA = pa.schema([("cell", pa.int64()), ("seed", pa.int64()),
+                            ("started_at", pa.float64()), ("ended_at", pa.float64()),
+                            ("attempt", pa.int64()), ("outcome", pa.string())])
 
 DDL = f"""
 CREATE TABLE IF NOT EXISTS sweep_meta (key VARCHAR PRIMARY KEY, value VARCHAR);
@@ -75,6 +78,9 @@ CREATE TABLE IF NOT EXISTS sweep_runs ({', '.join(
 -- requests per whole virtual second, per cell and per activity or stamping service
 CREATE TABLE IF NOT EXISTS sweep_load (cell BIGINT, source VARCHAR, second BIGINT,
                                        requests BIGINT);
+-- every attempt (Experiment.series bins them): its cell, seed, start, end, number, outcome
+CREATE TABLE IF NOT EXISTS sweep_requests (cell BIGINT, seed BIGINT, started_at DOUBLE,
+                                           ended_at DOUBLE, attempt BIGINT, outcome VARCHAR);
 -- a cell's row lands in the same transaction as its runs: present means finished
 CREATE TABLE IF NOT EXISTS sweep_cells (cell BIGINT PRIMARY KEY, policy VARCHAR,
                                         fault_plan VARCHAR);
@@ -103,29 +109,37 @@ def _job_in_worker(job):
 
 
 def do_job(spec: Spec, runner: Isolated, job: tuple) -> tuple:
-    """Run `job` = (cell, [(input index, seed), ...]); returns (cell, rows, load)."""
+    """Run `job` = (cell, [(input index, seed), ...]); returns (cell, rows, load,
+    requests): `requests` the attempts' (seed, started_at, ended_at, attempt, outcome)."""
     cell, runs = job
     policy_name, plan_name = spec.cells[cell]
     # The cell's `Overrides` itself, checked once: start() takes it as it is, and every run
     # stores its JSON, encoded once.
     policies, plan = spec.policies[policy_name], spec.plans[plan_name]
     load: dict = {}
+    requests: list = []
     rows = []
     with roomy_collector():
         if spec.contention:
-            listed = [(json.loads(spec.inputs_json[i]), spec.run_id(cell, seed, i), seed)
-                      for i, seed in runs]
-            metrics = run_contended(spec.workflow, listed, policies, plan, spec.world,
-                                    spec.timeout, load)
+            worlds: dict = {}   # one world per cell, or per cell and seed ("per_seed")
+            for i, seed in runs:
+                worlds.setdefault(seed if spec.contention == "per_seed" else None, []).append(
+                    (json.loads(spec.inputs_json[i]), spec.run_id(cell, seed, i), seed,
+                     spec.start_at(i)))
+            metrics = []
+            for listed in worlds.values():
+                metrics += run_contended(spec.workflow, listed, policies, plan, spec.world,
+                                         spec.timeout, load, requests, runner)
         else:   # an input is decoded once per job: start() records its JSON at once
             inputs = {i: json.loads(spec.inputs_json[i]) for i in {i for i, _ in runs}}
             metrics = [runner.run(spec.workflow, inputs[i], spec.run_id(cell, seed, i),
-                                  policies, plan, seed, spec.world, spec.timeout, load)
+                                  policies, plan, seed, spec.world, spec.timeout, load,
+                                  requests, spec.start_at(i))
                        for i, seed in runs]
     for (i, seed), m in zip(runs, metrics):
         rows.append({"cell": cell, "input": i, "policy": policy_name, "fault_plan": plan_name,
                      "seed": seed, "run_id": spec.run_id(cell, seed, i), **m})
-    return cell, rows, load
+    return cell, rows, load, requests
 
 
 # --- the results file ------------------------------------------------------------------------
@@ -175,24 +189,32 @@ class Results:
     def finished(self) -> set[int]:
         return {row[0] for row in self.con.execute("SELECT cell FROM sweep_cells").fetchall()}
 
-    def write_cell(self, cell: int, spec: Spec, rows: list[dict], load: dict) -> None:
+    def write_cell(self, cell: int, spec: Spec, rows: list[dict], load: dict,
+                   requests: list = ()) -> None:
         runs = pa.Table.from_pylist(rows, schema=RUN_SCHEMA)
         loads = pa.Table.from_pylist(
             [{"cell": cell, "source": s, "second": sec, "requests": n}
              for (s, sec), n in sorted(load.items())], schema=LOAD_SCHEMA)
+        columns = list(zip(*requests)) if requests else [[]] * 5
+        attempts = pa.Table.from_arrays(
+            [pa.array([cell] * len(requests), pa.int64())] + [
+                pa.array(values, field.type) for values, field in
+                zip(columns, list(REQUEST_SCHEMA)[1:])], schema=REQUEST_SCHEMA)
         self.con.execute("BEGIN")
         try:
             self.con.register("_runs", runs)
             self.con.register("_load", loads)
+            self.con.register("_requests", attempts)
             self.con.execute("INSERT INTO sweep_runs SELECT * FROM _runs")
             self.con.execute("INSERT INTO sweep_load SELECT * FROM _load")
+            self.con.execute("INSERT INTO sweep_requests SELECT * FROM _requests")
             self.con.execute("INSERT INTO sweep_cells VALUES (?, ?, ?)", [cell, *spec.cells[cell]])
             self.con.execute("COMMIT")
         except BaseException:
             self.con.execute("ROLLBACK")
             raise
         finally:
-            for name in ("_runs", "_load"):
+            for name in ("_runs", "_load", "_requests"):
                 try:
                     self.con.unregister(name)
                 except duckdb.Error:
@@ -201,7 +223,8 @@ class Results:
     def frames(self):
         runs = self.con.execute("SELECT * FROM sweep_runs").df()
         load = self.con.execute("SELECT * FROM sweep_load").df()
-        return runs, load
+        requests = self.con.execute("SELECT * FROM sweep_requests").df()
+        return runs, load, requests
 
     def close(self) -> None:
         self.con.close()
@@ -224,7 +247,8 @@ def _difference(old: dict, new: dict) -> str:
 def sweep(workflow: Callable, inputs, policies: dict | None = None,
           fault_plans: dict | None = None, seeds=range(10), world: Callable | None = None,
           contention: bool = False, processes: int | None = None,
-          timeout: float | None = 7 * 86400, path=None, executor: cf.Executor | None = None):
+          timeout: float | None = 7 * 86400, path=None, executor: cf.Executor | None = None,
+          arrivals=None):
     """Run `workflow` once per (input, policy, fault plan, seed); returns an `Experiment`.
 
     Use it to ask, before production, which retry policy survives which failures and at
@@ -249,7 +273,9 @@ def sweep(workflow: Callable, inputs, policies: dict | None = None,
             workers (see `processes` and `executor` for what travels to other processes).
         contention: True puts every run of a cell in one engine around one world, so they
             share its rate limits and collide (storms happen for real); False (default)
-            gives each run its own world on its own clock, independent of the others.
+            gives each run its own world on its own clock, independent of the others;
+            ``"per_seed"`` gives one world per cell and seed, so each seed is an
+            independent trial of all the inputs contending (N clients = N inputs).
         processes: worker processes for the cells (None: this process). Results are the
             same as in one process. On Linux the workers are forked and inherit the sweep
             as it is, so a workflow or a world defined in a notebook cell, a lambda or a
@@ -272,12 +298,19 @@ def sweep(workflow: Callable, inputs, policies: dict | None = None,
             future dropped, so a killed worker costs only the job it had in flight, which
             the executor runs again. The table is the serial one.
 
+        arrivals: when each input's runs start (open-loop load), on each world's clock:
+            a rate (runs per virtual second: input i starts at i / rate), a function
+            ``index -> virtual start``, or a list of instants; None starts all at 0.
+            Starts that go back in time (input i before input i - 1) are refused.
+            ``virtual_duration`` still counts from the run's own start.
+
     Raises `SweepError` (a ValueError) for bad arguments, a workflow or world that spawned
     ``processes`` or an ``executor``'s workers could not import, or a `path` holding
     another sweep's results (or this sweep's with its cells in another order).
     """
     from .view import Experiment
-    spec = Spec(workflow, inputs, policies, fault_plans, seeds, world, contention, timeout)
+    spec = Spec(workflow, inputs, policies, fault_plans, seeds, world, contention, timeout,
+                arrivals)
     if processes is not None and (isinstance(processes, bool) or not isinstance(processes, int)
                                   or processes < 1):
         raise SweepError(f"sweep(processes={processes!r}): give a number of worker processes "
@@ -312,10 +345,10 @@ def sweep(workflow: Callable, inputs, policies: dict | None = None,
                 _serial(spec, todo, results, bar)
             else:
                 _parallel(spec, sent, todo, results, bar, processes)
-        runs, load = results.frames()
+        runs, load, requests = results.frames()
     finally:
         results.close()
-    experiment = Experiment._from_sweep(spec, runs, load, path)
+    experiment = Experiment._from_sweep(spec, runs, load, path, requests)
     _warn_unmatched(experiment)
     return experiment
 
@@ -338,6 +371,11 @@ def _warn_unmatched(experiment) -> None:
 
 def _chunks(spec: Spec, cell: int, size: int) -> list[tuple]:
     runs = spec.runs_of(cell)
+    if spec.contention == "per_seed":        # a world per seed: a job per seed
+        by_seed: dict = {}
+        for i, seed in runs:
+            by_seed.setdefault(seed, []).append((i, seed))
+        return [(cell, listed) for listed in by_seed.values()]
     if spec.contention:
         return [(cell, runs)]                # one world, one engine: the cell is one job
     return [(cell, runs[i:i + size]) for i in range(0, len(runs), size)]
@@ -347,14 +385,15 @@ def _serial(spec: Spec, todo: list[int], results: Results, bar) -> None:
     runner = Isolated()
     try:
         for cell in todo:
-            rows, load = [], {}
+            rows, load, requests = [], {}, []
             for job in _chunks(spec, cell, 100):
-                _, more, more_load = do_job(spec, runner, job)
+                _, more, more_load, more_requests = do_job(spec, runner, job)
                 rows += more
+                requests += more_requests
                 for key, n in more_load.items():
                     load[key] = load.get(key, 0) + n
                 bar.update(len(more))
-            results.write_cell(cell, spec, rows, load)
+            results.write_cell(cell, spec, rows, load, requests)
     finally:
         runner.close()
 
@@ -368,11 +407,13 @@ class _Gathered:
         self.waiting: dict[int, int] = {}
         for cell, _ in jobs:
             self.waiting[cell] = self.waiting.get(cell, 0) + 1
-        self.rows: dict[int, tuple[list, dict]] = {cell: ([], {}) for cell in self.waiting}
+        self.rows: dict[int, tuple[list, dict, list]] = {cell: ([], {}, [])
+                                                         for cell in self.waiting}
 
-    def add(self, cell: int, rows: list, load: dict) -> None:
+    def add(self, cell: int, rows: list, load: dict, requests: list) -> None:
         mine = self.rows[cell]
         mine[0].extend(rows)
+        mine[2].extend(requests)
         for key, n in load.items():
             mine[1][key] = mine[1].get(key, 0) + n
         self.bar.update(len(rows))

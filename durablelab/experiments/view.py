@@ -21,7 +21,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .runner import METRICS
+from .runner import METRICS, QUOTA_REFUSED
+
+#: attempt outcomes refused locally, never seen by the service
+REFUSED = ("throttled", "circuit_open", QUOTA_REFUSED)
 
 #: z for a two-sided 95 % interval.
 Z95 = 1.959963984540054
@@ -60,17 +63,22 @@ class Experiment:
             ``requests``. Isolated runs each start at t=0, so their load adds up as if
             they had run side by side without meeting.
         path: the DuckDB results file, or None.
+        requests: a row per attempt (``policy, fault_plan, seed, started_at, ended_at,
+            attempt, outcome``), what `series` bins; None for an experiment loaded from an
+            export, which does not keep them.
     """
 
     def __init__(self, spec: dict, frame: pd.DataFrame, load: pd.DataFrame, path=None,
-                 source=None, name: str | None = None):
+                 source=None, name: str | None = None, requests: pd.DataFrame | None = None):
         self.spec, self.frame, self.load, self.path = spec, frame, load, path
+        self.requests = requests
         self._source = source          # the sweep's Spec (workflow, world), when in hand
         self._cells: pd.DataFrame | None = None
         self.name = name or (str(path) if path else "experiment")
 
     @classmethod
-    def _from_sweep(cls, spec, runs: pd.DataFrame, load: pd.DataFrame, path) -> "Experiment":
+    def _from_sweep(cls, spec, runs: pd.DataFrame, load: pd.DataFrame, path,
+                    requests: pd.DataFrame | None = None) -> "Experiment":
         cells = {i: c for i, c in enumerate(spec.cells)}
         seed_rank = {s: i for i, s in enumerate(spec.seeds)}
         runs = runs.assign(_seed=runs["seed"].map(seed_rank))
@@ -81,7 +89,14 @@ class Experiment:
         load = (load.sort_values(["cell", "source", "second"], kind="stable")
                 [["policy", "fault_plan", "source", "second", "requests"]]
                 .reset_index(drop=True))
-        return cls(spec.describe(), _typed(frame), _typed_load(load), path, source=spec)
+        if requests is not None:
+            requests = requests.assign(policy=requests["cell"].map(lambda c: cells[c][0]),
+                                       fault_plan=requests["cell"].map(lambda c: cells[c][1]))
+            requests = (requests.sort_values(["cell", "seed", "started_at"], kind="stable")
+                        [["policy", "fault_plan", "seed", "started_at", "ended_at", "attempt",
+                          "outcome"]].reset_index(drop=True))
+        return cls(spec.describe(), _typed(frame), _typed_load(load), path, source=spec,
+                   requests=requests)
 
     def __repr__(self) -> str:
         n_cells = len(self.spec["policies"]) * len(self.spec["fault_plans"])
@@ -119,7 +134,10 @@ class Experiment:
         """A row per (policy, fault plan), in the sweep's order. Columns: ``policy,
         fault_plan, runs, completed, success_rate, success_low, success_high`` (a 95 %
         Wilson interval; see the module docstring for why seeds, not inputs, narrow it),
-        ``p50, p95, p99`` (virtual seconds to complete, over completed runs), sums over the
+        ``p50, p95, p99`` (virtual seconds to complete, over completed runs), ``makespan``
+        (the mean over the cell's trials, one per seed, of the virtual instant its last run
+        ended, counted from the trial's clock at 0: with ``arrivals`` the runs start
+        later), sums over the
         cell's runs of ``attempts, retries, retries_<outcome>, crashes, model_calls,
         input_tokens, output_tokens, tokens, cost, duplicate_effects, wakeups,
         events_replayed``, ``attempts_per_run``, and for each activity or service S
@@ -152,6 +170,7 @@ class Experiment:
                                    "success_low": low, "success_high": high}
             for q in (50, 95, 99):
                 row[f"p{q}"] = float(np.percentile(durations, q)) if k else math.nan
+            row["makespan"] = self._makespan(g)
             for column in _SUMS[:2] + retry_cols + _SUMS[2:]:
                 row[column] = g[column].sum().item()
             row["attempts_per_run"] = row["attempts"] / n
@@ -167,6 +186,79 @@ class Experiment:
         cells = pd.DataFrame(rows)
         cells.attrs["note"] = CI_NOTE
         return cells
+
+    def _makespan(self, g: pd.DataFrame) -> float:
+        """The mean over seeds of (the last run's start + its virtual duration)."""
+        arrivals = self.spec.get("arrivals")
+        starts = 0.0 if arrivals is None else g["input"].map(lambda i: arrivals[i])
+        ends = g["virtual_duration"] + starts
+        return float(ends.groupby(g["seed"]).max().mean())
+
+    # --- results over time ----------------------------------------------------------------
+    def series(self, every: float = 1.0) -> pd.DataFrame:
+        """Requests per bin of `every` virtual seconds, per cell, summed over its trials:
+        how a storm or a metastable failure unfolds, and whether it ends.
+
+        A row per cell and bin: ``policy, fault_plan, start`` (the bin's first instant),
+        ``offered`` (activities begun: first attempts, those refused locally included),
+        ``seen`` (attempts that reached the service: not refused by a throttle or a
+        breaker), ``goodput`` (attempts that ended ok, in the bin they ended), ``retries``
+        (attempts after the first), ``refusals`` (attempts a throttle or breaker refused,
+        and retries a `RetryQuota` did not allow), ``in_flight`` (attempts that had
+        reached the service and not ended at the bin's start). A `ctx.retry` scope's tries
+        are new activities: its retries count as offered.
+        """
+        from ..errors import bad_value
+        call = f"Experiment.series(every={every!r})"
+        if isinstance(every, bool) or not isinstance(every, (int, float)) or not (
+                math.isfinite(every) and every > 0):
+            raise bad_value(call, "every", f"every={every!r} must be a finite number of "
+                                           f"virtual seconds > 0, the width of each bin")
+        if self.requests is None:
+            raise bad_value(call, "every", (
+                "this experiment was loaded from an export, which keeps no attempts; "
+                "series() reads an experiment dl.sweep returned: run the sweep again "
+                "(same arguments, same table)"))
+        columns = ["policy", "fault_plan", "start", "offered", "seen", "goodput", "retries",
+                   "refusals", "in_flight"]
+        order = [(p, f) for p in self.spec["policies"] for f in self.spec["fault_plans"]]
+        groups = {key: g for key, g in self.requests.groupby(["policy", "fault_plan"],
+                                                               sort=False)}
+        frames = []
+        for policy, plan in order:
+            g = groups.get((policy, plan))
+            if g is None or g.empty:
+                continue
+            started = g["started_at"].to_numpy(dtype=float)
+            ended = g["ended_at"].to_numpy(dtype=float)
+            outcome = g["outcome"].to_numpy(dtype=object)
+            attempt = g["attempt"].to_numpy(dtype=np.int64)
+            refused = np.isin(outcome, REFUSED)
+            made = outcome != QUOTA_REFUSED
+            last = np.nanmax(np.concatenate([started, ended]))
+            bins = int(last // every) + 1
+            edges = np.arange(bins) * every
+
+            def count(instants, mask):
+                where = (instants[mask] // every).astype(np.int64)
+                return np.bincount(where, minlength=bins)[:bins]
+
+            seen = made & ~refused
+            starts_sorted = np.sort(started[seen])
+            ends_sorted = np.sort(ended[seen])
+            in_flight = (np.searchsorted(starts_sorted, edges, side="right")
+                         - np.searchsorted(ends_sorted, edges, side="right"))
+            frames.append(pd.DataFrame({
+                "policy": policy, "fault_plan": plan, "start": edges,
+                "offered": count(started, made & (attempt == 1)),
+                "seen": count(started, seen),
+                "goodput": count(ended, outcome == "ok"),
+                "retries": count(started, made & (attempt > 1)),
+                "refusals": count(started, refused | ~made),
+                "in_flight": in_flight}))
+        if not frames:
+            return pd.DataFrame(columns=columns)
+        return pd.concat(frames, ignore_index=True)[columns]
 
     # --- pictures ---------------------------------------------------------------------------
     def heatmap(self, metric: str = "success_rate", **options):
