@@ -19,9 +19,11 @@ An attempt passes these points in order, and each can end it:
 
 The engine owns one `AttemptRunner` and hands it a `Host`: the few things of the engine an
 attempt may touch (the clock, the store, the runs, how to record, when to schedule). The
-engine calls in through five methods only: `execute` (a new `ctx.activity`), `finish` (an
-attempt that was in flight has ended), `die` (the worker's death), and the crash point armed
-during a wait (`arm_crash_during_wait`, then `crash_during_wait` when it falls due).
+engine calls in through these methods only: `execute` (a new `ctx.activity`), `launch` (an
+attempt of a `ctx.start_activity`, left to end beside the code), `finish` (an attempt that
+was in flight has ended), `die` (the worker's death), `fresh_worker` (memory forgotten), and
+the crash point armed during a wait (`arm_crash_during_wait`, then `crash_during_wait` when it
+falls due).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from dataclasses import dataclass
 from types import MethodType
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from . import aio, fastjson, heartbeat
+from . import fastjson, heartbeat
 from . import history as h
 from .breaker import BreakerState
 from .budget import DISCARDED_KEYS, answer_usage, discarded_usage
@@ -155,7 +157,11 @@ class Host(Protocol):
 
     def schedule(self, state, due_at: float, action: str, arg=None,
                   new_generation: bool = True) -> None:
-        """Put an action for the run on the engine's heap (here: a crash during a wait)."""
+        """Put an action for the run on the engine's heap (a crash during a wait, a
+        started activity's end or retry)."""
+
+    def attempt_ended(self, state, attempt: "Attempt", error) -> None:
+        """Tell the engine's observers (logs, traces) an attempt ended."""
 
 
 class AttemptRunner:
@@ -165,19 +171,14 @@ class AttemptRunner:
         # The host holds its engine weakly (`engine._Port`), so an engine dropped without
         # close() is freed at once, with its DuckDB connection, runner and all.
         self.host: Host = host
+        self.fresh_worker()
+
+    def fresh_worker(self) -> None:
+        """Forget what the worker kept in memory for its runs (a crash, `Engine.forget`):
+        its circuit breakers, retry quotas and throttles start afresh."""
         #: activity name -> BreakerState: the worker's circuit breakers, shared by its runs.
         self.breakers: dict[str, BreakerState] = {}
-
-    @property
-    def breakers(self) -> dict:
-        return self._breakers
-
-    @breakers.setter
-    def breakers(self, value: dict) -> None:
-        # The engine empties `breakers` whenever the worker is fresh (`forget`, recovery
-        # after a crash). The retry quotas and throttles are the same worker memory, shared
-        # by the same runs, so they start afresh with them.
-        self._breakers = value
+        #: the retry quotas and client-side throttles, shared the same way.
         self.limits = SharedLimits()
 
     def execute(self, state, cursor: h.Cursor, req: Request) -> Any:
@@ -333,7 +334,8 @@ class AttemptRunner:
             with heartbeat.attempt(self.host.store, self.host.clock, state.run_id, position,
                                    len(previous) + 1, name):
                 result = fn(*req.args, **kwargs)
-                if inspect.isawaitable(result):   # an `async def` activity
+                if inspect.isawaitable(result):   # an `async def` activity (rare: its
+                    from . import aio               # module loads the first time)
                     result = aio.run(result)
         except Exception as exc:
             if req.policy.is_non_retryable(exc) and not isinstance(exc, NonRetryable):
@@ -360,6 +362,7 @@ class AttemptRunner:
         `o.call_site` is the frame of the ctx call, still running (its line is formatted
         only for an event), or its "file:line" once the attempt was left in flight."""
         error, name, position, attempt = o.error, o.name, o.position, o.attempt
+        self.host.attempt_ended(state, o, error)
         breaker = self.breakers.get(name)
         if breaker is not None and o.policy.breaker is not None:
             refused = error is not None and error.cause_class == "CircuitOpen"

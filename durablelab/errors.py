@@ -346,6 +346,11 @@ class UnknownWorkflowWarning(DurableLabWarning):
     in this process: they are left as recorded and not run."""
 
 
+class ObserverWarning(DurableLabWarning):
+    """An observer of an engine (a tracer, a custom `Observer`) raised: it was removed, and
+    the engine carried on."""
+
+
 class WorkflowRedefinedWarning(DurableLabWarning):
     """A registered workflow was given a new definition while runs of it are in flight."""
 

@@ -10,7 +10,8 @@ The outside world is a plain-text ledger file. Each activity call appends one li
 already there (the ledger honours keys: a repeated key creates no new effect). So the number
 of lines counts calls and the ``effect`` lines count effects.
 
-Run as ``python tests/kill9_worker.py DB LEDGER N RUN_ID [SLEEP]``: opens the engine on DB in
+Run as ``python tests/kill9_worker.py DB LEDGER N RUN_ID [SLEEP [FLOW]]`` (FLOW: "ledger",
+one activity at a time, or "fan", three at once): opens the engine on DB in
 sync mode, starts RUN_ID unless the file already has it (otherwise it recovers it), runs
 until idle and prints ``ack K`` on stdout (flushed) each time the workflow code received
 the result of its K-th activity, which in sync mode means that event was committed.
@@ -48,19 +49,37 @@ def ledger_flow(ctx: dl.Context, request: dict) -> dict:
     return {"n": request["n"], "total": total}
 
 
+def fan_flow(ctx: dl.Context, request: dict) -> dict:
+    """The same ledger, three activities started at once per batch (ctx.start_activity):
+    a kill lands while several attempts are in flight."""
+    total = 0
+    for batch in range(0, request["n"], 3):
+        started = [ctx.start_activity("append", append_line, request["ledger"], i)
+                   for i in range(batch, min(batch + 3, request["n"]))]
+        total += sum(ctx.gather(*started))
+        if ACKS:
+            print(f"ack {min(batch + 3, request['n'])}", flush=True)
+    return {"n": request["n"], "total": total}
+
+
+FLOWS = {"ledger": ledger_flow, "fan": fan_flow}
+
+
 def expected_result(n: int) -> dict:
     return {"n": n, "total": n * (n - 1) // 2}
 
 
-def main(db: str, ledger: str, n: str, run_id: str, sleep: str | None = None) -> None:
+def main(db: str, ledger: str, n: str, run_id: str, sleep: str | None = None,
+         flow: str = "ledger") -> None:
     global ACKS, SLEEP
     ACKS = True
     if sleep is not None:
         SLEEP = float(sleep)
-    engine = dl.Engine(db, durability="sync", workflows=[ledger_flow])
+    workflow = FLOWS[flow]
+    engine = dl.Engine(db, durability="sync", workflows=[workflow])
     print(f"open {os.getpid()}", flush=True)
     if run_id not in set(engine.runs()["run_id"]):
-        engine.start(ledger_flow, {"ledger": ledger, "n": int(n)}, run_id=run_id, seed=1)
+        engine.start(workflow, {"ledger": ledger, "n": int(n)}, run_id=run_id, seed=1)
     engine.run_until_idle()
     print(f"done {engine.run(run_id).status}", flush=True)
     engine.close()

@@ -207,3 +207,14 @@ def test_wait_signal_with_deadline_and_timeout(engine):
     run_id = engine.start(wf, None)
     engine.run_until_idle()
     assert "not both" in str(engine.run(run_id).error)
+
+
+def test_start_refuses_a_dict_key_json_would_turn_into_a_string():
+    engine = dl.Engine()
+
+    def wf(ctx, order):
+        return order["qty"][1]
+
+    with pytest.raises(dl.SerializationError, match=r"dict key 1 \(of type int\) in input\['qty'\]"):
+        engine.start(wf, {"qty": {1: 5}})
+    assert engine.runs().empty

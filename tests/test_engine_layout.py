@@ -46,7 +46,7 @@ def test_attempt_runner_keeps_no_other_engine_state():
     """Besides its host, the runner's `self` holds its breakers, its retry limits (quotas
     and throttles, emptied with the breakers) and its own methods only."""
     tree = ast.parse(inspect.getsource(AttemptRunner))
-    own = {"host", "breakers", "_breakers", "limits"} | {
+    own = {"host", "breakers", "limits"} | {
         name for name, value in vars(AttemptRunner).items() if inspect.isfunction(value)}
     used = {node.attr for node in ast.walk(tree)
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)

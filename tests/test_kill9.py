@@ -43,13 +43,13 @@ class Worker:
     """One worker process; its stdout and stderr go to files in tmp_path."""
 
     def __init__(self, tmp_path: Path, db: Path, ledger: Path, n: int = N, sleep: float = 0.005,
-                 tag: str = "worker"):
+                 tag: str = "worker", flow: str = "ledger"):
         self.out = tmp_path / f"{tag}.out"
         self.err = tmp_path / f"{tag}.err"
         with open(self.out, "w") as out, open(self.err, "w") as err:
             self.proc = subprocess.Popen(
                 [sys.executable, str(TESTS / "kill9_worker.py"), str(db), str(ledger), str(n),
-                 RUN_ID, str(sleep)],
+                 RUN_ID, str(sleep), flow],
                 stdout=out, stderr=err, cwd=str(tmp_path))
 
     @property
@@ -216,3 +216,30 @@ def test_open_while_worker_holds_file_raises_store_locked_error(tmp_path):
         assert len(events(engine)) >= acked >= 1
     finally:
         engine.close()
+
+
+def test_kill9_with_three_activities_in_flight_recovers_each_effect_once(tmp_path, monkeypatch):
+    """The worker starts three activities at a time (ctx.start_activity); a SIGKILL lands
+    while some have made their effect and none of their ends is recorded. The recovering
+    process launches each unfinished one again under the same key: the ledger gets at
+    most a duplicate call per activity in flight, never a second effect."""
+    db, ledger = tmp_path / "runs.duckdb", tmp_path / "ledger.txt"
+    worker = Worker(tmp_path, db, ledger, tag="fan", flow="fan")
+    worker.wait_for("100 ledger lines", lambda: len(ledger_rows(ledger)) >= 100)
+    worker.kill()
+    assert worker.proc.returncode == -signal.SIGKILL, worker.err.read_text()
+    assert "done" not in worker.out.read_text(), "the worker finished before it was killed"
+    monkeypatch.setattr(kill9_worker, "SLEEP", 0.0)
+    engine = dl.Engine(db, workflows=[kill9_worker.fan_flow])
+    engine.run_until_idle()
+    run = engine.run(RUN_ID)
+    assert run.status == "completed", run.error
+    assert run.result == kill9_worker.expected_result(N)
+    started = run.history[run.history.kind == "start_activity"].position.tolist()
+    assert len(started) == N
+    rows = ledger_rows(ledger)
+    effects = [key for key, kind, _ in rows if kind == "effect"]
+    assert sorted(effects) == sorted(f"{RUN_ID}:{p}" for p in started)   # each key once
+    assert len(rows) <= N + 3                     # at most the three in flight called again
+    assert "recovery" in set(run.wakeups["reason"])
+    engine.close()

@@ -100,6 +100,10 @@ def call_text(kind: str, name: str, value: Any = None) -> str:
         "signal_timeout": f"ctx.wait_signal({quoted}) timed out",
         "now": "ctx.now()", "random": "ctx.random()", "uuid": "ctx.uuid()",
         "patched": f"ctx.patched({quoted})",
+        "start_activity": f"ctx.start_activity({quoted})",
+        "start_child": f"ctx.start_child({quoted})",
+        "child": f"child run {quoted} ended",
+        "cancelled": "engine.cancel() told the code here",
     }.get(kind, f"{kind} {quoted}")
 
 
