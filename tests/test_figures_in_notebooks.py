@@ -108,6 +108,10 @@ CALLS = {
         "durablelab.lab.deploy", fromlist=["simulate_deploy"]).simulate_deploy(
         __import__("durablelab.examples.onboarding", fromlist=["x"]).onboard_vendor_v2,
         runs_per_point=1).plot(),
+    "viz.load.model_load_plot": lambda runs, ex: __import__(
+        "durablelab.viz.load", fromlist=["model_load_plot"]).model_load_plot(
+        {"one": [{"at": 0.5, "outcome": "ok"}, {"at": 0.7, "outcome": "rate_limited"}]},
+        ended_at={"one": 2.0}),
     "agents.shop.plot": lambda runs, ex: __import__(
         "durablelab.agents.shop", fromlist=["plot"]).plot(shop_frame()),
 }
