@@ -137,9 +137,12 @@ def _names_met(run) -> set[str]:
 
 def unmatched_rules(run) -> list[tuple[int, object]]:
     """The (index, rule) pairs of the run's fault plan whose activity name or glob matched
-    no activity or wait of the run ([] when the run carries no plan)."""
+    no activity or wait of the run ([] when the run carries no plan, or started child runs,
+    which share its plan and whose activities it does not see)."""
     plan = getattr(run, "faults", None)
-    return [] if plan is None else plan.unmatched(_names_met(run))
+    if plan is None or (len(run.history) and run.history.kind.eq("start_child").any()):
+        return []   # (a child run shares the plan, and its activities are not in this run)
+    return plan.unmatched(_names_met(run))
 
 
 def unconsumed_signals(run) -> pd.DataFrame:

@@ -619,3 +619,16 @@ def test_react_with_parallel_tools_runs_a_turns_calls_at_once_and_answers_in_cal
     from durablelab.viz.plots import activity_attempts
     assert sorted(set(activity_attempts(run).lane)) == ["fetch_page", "fetch_page ·2",
                                                         "model", "send_payment"]
+
+
+def test_sweep_metrics_count_a_started_activitys_retries_once_as_compare_does():
+    from durablelab.faults import RateLimit
+
+    def wf(ctx, _):
+        return ctx.gather(ctx.start_activity("a", lambda: 1), ctx.start_activity("b", lambda: 2))
+
+    ex = dl.sweep(wf, [None], fault_plans={"p": dl.FaultPlan([RateLimit("b", attempts=[1, 2])])},
+                  seeds=[0])
+    row = ex.frame.iloc[0]
+    assert (row.attempts, row.activities, row.retries, row.retries_rate_limited,
+            row.retries_other) == (4, 2, 2, 2, 0)

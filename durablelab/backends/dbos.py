@@ -59,7 +59,7 @@ from .. import history as h
 from ..activities import accepts
 from ..context import DEFAULT_POLICY, Saga
 from ..draws import Draws, first
-from ..faults import Crash, FaultPlan, Hang, Latency, Malformed, Timeout, draw_key
+from ..faults import FaultPlan, Hang, Latency, Malformed, Timeout, draw_key
 from ..registry import REGISTRY, workflow_name
 from ..errors import (BadType, BadValue, DuplicateRunError, DurableLabError, ModelOutputError,
                       NonRetryable, RunFinishedError, RunNotFoundError, RunnerOpenError,

@@ -79,9 +79,10 @@ def run_metrics(state, crashes: int, duplicates: int, broken: dict | None = None
     cost = 0.0
     model_calls = 0
     for e in state.history:
-        if e.kind != "activity":
+        if e.kind != "activity" or e.started_at is None:   # (a cancel's end: no attempt)
             continue
-        rows = retried.get(e.position)
+        # a started activity's end names the position its attempts are filed under
+        rows = retried.get(e.position if e.handle is None else e.handle)
         if rows is not None:
             rows.append((e.started_at, 1, e.attempt, e.outcome))
         else:   # the one attempt that ended it, after only crashed ones if any
@@ -101,9 +102,10 @@ def run_metrics(state, crashes: int, duplicates: int, broken: dict | None = None
         usage_in += broken["input_tokens"]
         usage_out += broken["output_tokens"]
         cost += broken["cost"]
-    if state.inflight is not None:
-        o = state.inflight
-        retried.setdefault(o.position, []).append((o.started_at, 3, o.attempt, "in_flight"))
+    for o in (state.inflight, *state.flying.values()):
+        if o is not None:
+            retried.setdefault(o.position, []).append((o.started_at, 3, o.attempt,
+                                                       "in_flight"))
     for rows in retried.values():
         rows.sort(key=lambda r: (r[0], r[1], r[2] if r[2] is not None else 0))
         numbers = [r[2] for r in rows if r[2] is not None]

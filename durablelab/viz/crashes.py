@@ -10,7 +10,6 @@ point and broke.
 
 from __future__ import annotations
 
-import pandas as pd
 from matplotlib.patches import Patch
 
 from ..faults import CRASH_POINTS
