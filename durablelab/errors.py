@@ -321,6 +321,28 @@ class DBOSReadError(DurableLabError, ValueError):
     fields = ("url", "workflow_id", "what")
 
 
+class LangGraphReadError(DurableLabError, ValueError):
+    """A LangGraph checkpoint file, thread or value that cannot be read as a durablelab run
+    (not a SqliteSaver file, no such thread, a pickled value). `what` says which."""
+
+    fields = ("path", "thread_id", "what")
+
+
+class UnsupportedVersionError(DurableLabError, ImportError):
+    """An optional framework is installed at a version a bridge was not built for: its
+    internals (table layouts, extension APIs) may differ, so the bridge refuses to guess."""
+
+    fields = ("package", "version", "supported")
+
+
+def unsupported_version(package: str, version: str, supported: str, extra: str):
+    return UnsupportedVersionError(
+        f"{package} {version} is installed; durablelab's bridge to it supports {supported}. "
+        f"Install a supported version: pip install 'durablelab[{extra}]' (or "
+        f"pip install '{package}{supported}').",
+        package=package, version=version, supported=supported)
+
+
 class DatasetError(DurableLabError, FileNotFoundError):
     """A dataset the lessons read (named fault plans, recorded histories, model scenarios)
     is not where this durablelab keeps them: `path` is where it looked, `what` what was
