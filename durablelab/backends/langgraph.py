@@ -118,6 +118,8 @@ class _Tracker:
     dead: bool = False
     life: int = 0
     lock: threading.RLock = field(default_factory=threading.RLock)
+    # task id -> set once LangGraph saved the writes of a unit that may crash after_record
+    unsaved: dict = field(default_factory=dict)
 
     def enter(self, name: str, kind: str, plans: tuple) -> _Unit:
         """A new attempt of unit `name`: its position is that of the same unit before (the
@@ -125,6 +127,11 @@ class _Tracker:
         conf = _configurable()
         task, thread = _task_id(conf), conf.get("thread_id")
         attempt_now = _node_attempt(conf)
+        # LangGraph saves a task's writes on a background thread while the next task may
+        # already start: a crash right after the save must come first, as in a real crash
+        # timed there, or the explorer's rows would change from one run to the next.
+        for event in list(self.unsaved.values()):
+            event.wait(timeout=5.0)
         with self.lock:
             if self.dead:     # a dead worker runs nothing more
                 raise WorkerCrash("the worker died earlier in this run")
@@ -154,6 +161,10 @@ class _Tracker:
         unit.ended_at = time.time()
         if error is None:
             unit.outcome = outcome or "ok"
+            if unit.task is not None and outcome is None and any(
+                    plan.applicable(unit.name, unit.attempt, "after_record", unit.position)
+                    for _, plan, _ in unit.plans):
+                self.unsaved[unit.task] = threading.Event()
         else:
             classified = classify(error) if isinstance(error, Exception) else None
             unit.outcome = outcome or (outcome_of(classified) if classified else "crashed")
@@ -205,17 +216,25 @@ class _Tracker:
     def saved(self, task_id: str) -> None:
         """LangGraph saved the writes of task `task_id`: its ``after_record`` point. The
         checkpointer's thread only marks the worker dead; the next unit or write stops."""
-        with self.lock:
-            unit = self.task_units.get(task_id)
-            if unit is None or self.dead:
-                return
-            self.recorded.add(unit.position)
-        self.crash_point(unit, "after_record")
+        try:
+            with self.lock:
+                unit = self.task_units.get(task_id)
+                if unit is None or self.dead:
+                    return
+                self.recorded.add(unit.position)
+            self.crash_point(unit, "after_record")
+        finally:
+            waiting = self.unsaved.pop(task_id, None)
+            if waiting is not None:
+                waiting.set()
 
     def recover(self) -> None:
         """A fresh worker: nothing of the dead one's memory (calls counted inside a node)."""
         with self.lock:
             self.dead, self.life = False, self.life + 1
+            for event in self.unsaved.values():    # the dead worker saves nothing more
+                event.set()
+            self.unsaved.clear()
             self.calls.clear()
             self.node_attempts.clear()
 

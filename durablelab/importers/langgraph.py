@@ -132,8 +132,13 @@ def _open(path, thread_id) -> sqlite3.Connection:
     if not file.is_file():
         raise _fail(path, thread_id, "path", "no such file. Give the path of the SQLite "
                     "file a SqliteSaver wrote (SqliteSaver(sqlite3.connect(path))).")
-    # mode=ro: reading must never change the file (nor create one beside it)
-    con = sqlite3.connect(f"{file.resolve().as_uri()}?mode=ro", uri=True)
+    # mode=ro: reading never changes the file. SqliteSaver keeps it in WAL mode, where even
+    # a read-only reader creates -wal and -shm files beside it; with no writer's -wal there
+    # (the writer closed), immutable=1 reads the file as it is and creates nothing. With
+    # one, its changes are read through it, as any reader of a live database does.
+    live = Path(f"{file}-wal").exists()
+    con = sqlite3.connect(f"{file.resolve().as_uri()}?mode=ro{'' if live else '&immutable=1'}",
+                          uri=True)
     try:
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master "
                                             "WHERE type = 'table'")}
@@ -215,7 +220,8 @@ def from_langgraph(path, thread_id: str, checkpoint_ns: str = "") -> Run:
     raised, else ``running`` (interrupted: a crash, or still going).
 
     Args:
-        path: the SQLite file (opened read-only; nothing is written, not even a journal).
+        path: the SQLite file (opened read-only: nothing is written to it or beside it,
+            unless a writer still has it open, whose log is then read too).
         thread_id: the ``thread_id`` of the graph's config.
         checkpoint_ns: the namespace ("" for the top-level graph; a subgraph's otherwise).
 
