@@ -133,6 +133,21 @@ def test_a_rule_fails_a_node_by_name_and_langgraph_retries_it_as_the_next_attemp
     assert inj.unmatched() == []
 
 
+def test_the_injectors_run_shows_the_retries_langgraph_does_not_record(tmp_path):
+    inj = lgb.faults([RateLimit("charge", attempts=[1, 2])])
+    graph = chain({"charge": inj.wrap(lambda s: {"charged": {"id": "ch_1"}}, "charge")},
+                  saver(tmp_path / "lg.sqlite"), RetryPolicy(**FAST, retry_on=lgb.retry_on))
+    graph.invoke({"order": "A-1"}, thread())
+    recorded = dl.from_langgraph(tmp_path / "lg.sqlite", "t")
+    seen = inj.run(tmp_path / "lg.sqlite", "t")
+    assert rows(recorded.attempts, "activity", "attempt", "outcome") == [["charge", None, "ok"]]
+    assert rows(seen.attempts, "activity", "attempt", "outcome") == [
+        ["charge", 1, "rate_limited"], ["charge", 2, "rate_limited"], ["charge", 3, "ok"]]
+    table = dl.compare([recorded, seen])
+    assert table.retries.tolist() == [0, 2] and table.retries_rate_limited.tolist() == [0, 2]
+    assert seen.history.equals(recorded.history)     # what LangGraph recorded, unchanged
+
+
 def test_rules_are_drawn_as_the_engine_draws_them():
     """The same plan and seed fail the same (position, attempt) pairs on a chain of four
     LangGraph nodes as on four activities of a durablelab workflow."""

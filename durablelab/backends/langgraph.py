@@ -42,7 +42,7 @@ import pandas as pd
 
 from ..activities import WorkerCrash, outcome_of
 from ..draws import Draws, first
-from ..errors import (BadType, BadValue, Transient, bad_type, bad_value, check_seed,
+from ..errors import (BadValue, Transient, bad_type, bad_value, check_seed,
                       unsupported_version)
 from ..faults import Crash, FaultPlan, Hang, Latency, Malformed, Timeout, draw_key
 from ..retry import classify
@@ -238,16 +238,20 @@ class _Tracker:
             self.calls.clear()
             self.node_attempts.clear()
 
-    def frames(self, origin: float, run_id: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-        """(attempts, crashes) as `Run` frames, times in seconds since `origin`."""
+    def frames(self, origin: float, run_id: str,
+               thread: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """(attempts, crashes) as `Run` frames, times in seconds since `origin`; only those
+        of LangGraph thread `thread` when it is given."""
         from ..run import ATTEMPT_COLUMNS, CRASH_COLUMNS
         at = lambda t: None if t is None else round(t - origin, 6)   # noqa: E731
         attempts = pd.DataFrame(
             [(u.position, u.name, u.attempt, at(u.started_at), at(u.ended_at), u.outcome,
-              u.error_class, u.error, None, None) for u in self.units],
+              u.error_class, u.error, None, None) for u in self.units
+             if thread is None or u.thread == thread],
             columns=ATTEMPT_COLUMNS).sort_values(["position", "attempt"], kind="stable")
         crashes = pd.DataFrame([(at(t), run_id, p, point, cause)
-                                for t, _, p, point, cause in self.crashes],
+                                for t, where, p, point, cause in self.crashes
+                                if thread is None or where == thread],
                                columns=CRASH_COLUMNS)
         return (attempts.reset_index(drop=True).astype({"attempt": "Int64",
                                                         "max_attempts": "Int64"}), crashes)
@@ -359,6 +363,7 @@ class Injector:
                     self._failed(tracker, attempt, exc)
                     raise
                 return self._finish(tracker, attempt, rule, value)
+        unit.__name__ = name      # the name LangGraph gives an @task made of it, too
         return unit
 
     def call(self, name: str, fn: Callable, *args, **kwargs) -> Any:
@@ -391,6 +396,16 @@ class Injector:
     def crashes(self) -> pd.DataFrame:
         """Every crash the plan caused (`Run.crashes` columns, times since the epoch)."""
         return self._tracker().frames(0.0, "")[1]
+
+    def run(self, path, thread_id: str, checkpoint_ns: str = ""):
+        """`dl.from_langgraph(path, thread_id)` with the attempts this injector saw in that
+        thread in place of the last-attempt-only rows LangGraph's record allows: the `Run`
+        to put beside others in `dl.compare` and timelines."""
+        from ..importers.langgraph import read
+        run, origin = read(path, thread_id, checkpoint_ns)
+        attempts, crashes = self._tracker().frames(origin, run.run_id, thread_id)
+        return dataclasses.replace(run, attempts=attempts, crashes=crashes,
+                                   notes=run.notes + (OBSERVED_NOTE,))
 
     def __repr__(self) -> str:
         unmatched = self.unmatched() if self._tracker().met else []

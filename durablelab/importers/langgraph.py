@@ -228,13 +228,6 @@ def from_langgraph(path, thread_id: str, checkpoint_ns: str = "") -> Run:
     Raises `LangGraphReadError` (a ValueError) for a missing file, a file that is not a
     SqliteSaver's, an unknown thread, or a value stored with pickle.
     """
-    if not isinstance(path, (str, Path)):
-        raise bad_type("dl.from_langgraph", "path", f"path={path!r} must be the path of a "
-                                                   f"SqliteSaver file")
-    if not isinstance(thread_id, str) or not isinstance(checkpoint_ns, str):
-        raise bad_type("dl.from_langgraph", "thread_id", f"thread_id={thread_id!r} and "
-                       f"checkpoint_ns={checkpoint_ns!r} must be strings, as in the graph's "
-                       f"config {{'configurable': {{'thread_id': ...}}}}")
     return read(path, thread_id, checkpoint_ns)[0]
 
 
@@ -243,6 +236,13 @@ def read(path, thread_id: str, checkpoint_ns: str = "", missing_ok: bool = False
     """(the `Run`, the epoch seconds its times count from) of `from_langgraph`; with
     `missing_ok`, (None, None) for a thread the file does not hold. `origin`: the epoch
     seconds to count from (default: the first checkpoint's time)."""
+    if not isinstance(path, (str, Path)):
+        raise bad_type("dl.from_langgraph", "path", f"path={path!r} must be the path of a "
+                                                   f"SqliteSaver file")
+    if not isinstance(thread_id, str) or not isinstance(checkpoint_ns, str):
+        raise bad_type("dl.from_langgraph", "thread_id", f"thread_id={thread_id!r} and "
+                       f"checkpoint_ns={checkpoint_ns!r} must be strings, as in the graph's "
+                       f"config {{'configurable': {{'thread_id': ...}}}}")
     con = _open(path, thread_id)
     try:
         checkpoints, writes = _rows(con, path, thread_id, checkpoint_ns, missing_ok)
@@ -252,7 +252,8 @@ def read(path, thread_id: str, checkpoint_ns: str = "", missing_ok: bool = False
         return None, None
     decode = _Decoder(path, thread_id)
     chain = _lineage(checkpoints)
-    states = [decode(kind, blob, f"checkpoint {cid}") or {} for cid, _, kind, blob, _ in chain]
+    states = [decode(kind, blob, f"checkpoint {cid}") for cid, _, kind, blob, _ in chain]
+    states = [state if isinstance(state, dict) else {} for state in states]
     stamps = [_epoch(s.get("ts")) for s in states]
     if origin is None:
         origin = next((t for t in stamps if t is not None), 0.0)
