@@ -1,24 +1,12 @@
-"""A LangGraph agent under durablelab's fault plans, retries and crash explorer.
+"""The injector: a fault plan applied to LangGraph's units, and `retry_on`.
 
-LangGraph makes a graph durable with a checkpointer: after each super-step it saves every
-channel's value, and ``invoke(None, config)`` resumes a thread from its last checkpoint. Its
-unit of durability is the *node* (graph API) or the ``@task`` call (functional API). This
-module lets the tools of durablelab reach those units without rewriting the agent:
-
-- `faults(plan, seed=0)`: an injector. ``injector.wrap(fn)`` wraps a node or a ``@task``
-  function, ``injector.call(name, fn, *args)`` one call inside a node (a tool call), so a
-  `dl.FaultPlan`'s rules apply to them by name, drawn exactly as the engine draws them.
-- `retry_on`: for ``RetryPolicy(retry_on=retry_on)``: retry what `dl.classify` calls
-  transient or rate-limited. LangGraph's default retries any exception class outside a list
-  of built-ins: 5xx of httpx but not its 429, and a 400 raised as your own class.
-- `explore_crashes(build, input, invariant)`: crash at every unit the injectors wrap and
-  recover as a user would, a freshly built graph calling ``invoke(None, config)`` over the
-  same checkpointer; then check the invariant.
-
-What it makes visible: the graph API saves a node's writes only when the node ends, so a
-crash after the second tool call of a node runs the whole node again, the first call too;
-the functional API saves each ``@task`` result as it ends, so only the unfinished task runs
-again; ``durability="exit"`` saves nothing until the graph ends, so a crash loses the run.
+LangGraph has no activities; its units are nodes, ``@task`` calls, and whatever a node calls.
+`faults(plan)` returns an `Injector` whose ``wrap`` and ``call`` make each of them a unit a
+`dl.FaultPlan` can name. Positions and attempts follow the engine's meaning: the same
+LangGraph task run again (its RetryPolicy, or a recovery after a crash) keeps its position
+and takes the next attempt, so a plan and a seed fail the same attempts here as on
+`dl.Engine`. `_Tracker` holds what one run went through; `explore_crashes` (explorer.py)
+shares one between every injector of a row.
 """
 
 from __future__ import annotations
@@ -28,50 +16,20 @@ import functools
 import inspect
 import json
 import os
-import sqlite3
 import sys
-import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from importlib import metadata
-from pathlib import Path
 from typing import Any, Callable
 
 import pandas as pd
 
-from ..activities import WorkerCrash, outcome_of
-from ..draws import Draws, first
-from ..errors import (BadValue, Transient, bad_type, bad_value, check_seed,
-                      unsupported_version)
-from ..faults import Crash, FaultPlan, Hang, Latency, Malformed, Timeout, draw_key
-from ..retry import classify
-
-#: the versions this bridge was built and tested against: package -> (lowest, below, text)
-SUPPORTED = {"langgraph": ((1, 0), (2, 0), ">=1.0,<2"),
-             "langgraph-checkpoint-sqlite": ((3, 0), (4, 0), ">=3.0,<4")}
-
-
-def check_versions(version=metadata.version) -> dict[str, str]:
-    """The installed versions of LangGraph and its SQLite checkpointer, checked against
-    `SUPPORTED`: this bridge relies on their checkpoint layout and config keys, which are
-    not a public API. Raises `UnsupportedVersionError` naming the version found."""
-    found = {}
-    for package, (low, high, text) in SUPPORTED.items():
-        try:
-            found[package] = installed = version(package)
-        except metadata.PackageNotFoundError:
-            raise ImportError(f"durablelab.backends.langgraph needs {package}: "
-                              f"pip install 'durablelab[langgraph]'") from None
-        numbers = tuple(int(p) for p in installed.split(".")[:2] if p.isdigit())
-        if not low <= numbers < high:
-            raise unsupported_version(package, installed, text, "langgraph")
-    return found
-
-
-VERSIONS = check_versions()
-
-from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: E402 (after the version check)
+from ...activities import WorkerCrash, outcome_of
+from ...draws import Draws, first
+from ...errors import Transient, bad_type, bad_value, check_seed
+from ...faults import Crash, FaultPlan, Hang, Latency, Malformed, Timeout, draw_key
+from ...retry import classify
 
 #: rules that need durablelab's virtual clock; LangGraph runs on the wall clock.
 TIMING_RULES = (Latency, Timeout, Hang)
@@ -242,7 +200,7 @@ class _Tracker:
                thread: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
         """(attempts, crashes) as `Run` frames, times in seconds since `origin`; only those
         of LangGraph thread `thread` when it is given."""
-        from ..run import ATTEMPT_COLUMNS, CRASH_COLUMNS
+        from ...run import ATTEMPT_COLUMNS, CRASH_COLUMNS
         at = lambda t: None if t is None else round(t - origin, 6)   # noqa: E731
         attempts = pd.DataFrame(
             [(u.position, u.name, u.attempt, at(u.started_at), at(u.ended_at), u.outcome,
@@ -258,6 +216,17 @@ class _Tracker:
 
 
 _exploring: _Tracker | None = None    # set by explore_crashes for one row at a time
+
+
+@contextmanager
+def exploring(tracker: _Tracker):
+    """Every injector applies `tracker`'s plan and counts in it, for one explorer row."""
+    global _exploring
+    _exploring = tracker
+    try:
+        yield tracker
+    finally:
+        _exploring = None
 
 
 def _configurable() -> dict:
@@ -345,26 +314,26 @@ class Injector:
         name = _name(fn, name, "injector.wrap")
         if inspect.iscoroutinefunction(fn):
             @functools.wraps(fn)
-            async def unit(*args, **kwargs):
-                tracker, attempt, rule = self._start(name, "unit")
+            async def wrapped(*args, **kwargs):
+                tracker, unit, rule = self._start(name, "unit")
                 try:
                     value = await fn(*args, **kwargs)
                 except Exception as exc:
-                    self._failed(tracker, attempt, exc)
+                    self._failed(tracker, unit, exc)
                     raise
-                return self._finish(tracker, attempt, rule, value)
+                return self._finish(tracker, unit, rule, value)
         else:
             @functools.wraps(fn)
-            def unit(*args, **kwargs):
-                tracker, attempt, rule = self._start(name, "unit")
+            def wrapped(*args, **kwargs):
+                tracker, unit, rule = self._start(name, "unit")
                 try:
                     value = fn(*args, **kwargs)
                 except Exception as exc:
-                    self._failed(tracker, attempt, exc)
+                    self._failed(tracker, unit, exc)
                     raise
-                return self._finish(tracker, attempt, rule, value)
-        unit.__name__ = name      # the name LangGraph gives an @task made of it, too
-        return unit
+                return self._finish(tracker, unit, rule, value)
+        wrapped.__name__ = name   # the name LangGraph gives an @task made of it, too
+        return wrapped
 
     def call(self, name: str, fn: Callable, *args, **kwargs) -> Any:
         """``fn(*args, **kwargs)`` as one unit named `name`, inside a node: a tool call. A
@@ -401,7 +370,7 @@ class Injector:
         """`dl.from_langgraph(path, thread_id)` with the attempts this injector saw in that
         thread in place of the last-attempt-only rows LangGraph's record allows: the `Run`
         to put beside others in `dl.compare` and timelines."""
-        from ..importers.langgraph import read
+        from ...importers.langgraph import read
         run, origin = read(path, thread_id, checkpoint_ns)
         attempts, crashes = self._tracker().frames(origin, run.run_id, thread_id)
         return dataclasses.replace(run, attempts=attempts, crashes=crashes,
@@ -487,185 +456,4 @@ def retry_on(exc: Exception) -> bool:
     return isinstance(classify(exc), Transient)     # RateLimited is a Transient
 
 
-# --- crash exploration ----------------------------------------------------------------------
-
-class _Saver(SqliteSaver):
-    """A SqliteSaver that dies with its worker: after a crash it saves nothing more (a
-    process killed mid-step writes nothing, and leaves no ``__error__`` write), and after
-    it saves a task's writes, that task's ``after_record`` point is reached."""
-
-    def __init__(self, conn, tracker: _Tracker):
-        super().__init__(conn)
-        self._tracker, self._life = tracker, tracker.life
-
-    def _alive(self) -> bool:
-        return not self._tracker.dead and self._tracker.life == self._life
-
-    def put(self, config, checkpoint, metadata, new_versions):
-        if not self._alive():
-            conf = config["configurable"]
-            return {"configurable": {"thread_id": conf["thread_id"],
-                                     "checkpoint_ns": conf.get("checkpoint_ns", ""),
-                                     "checkpoint_id": checkpoint["id"]}}
-        return super().put(config, checkpoint, metadata, new_versions)
-
-    def put_writes(self, config, writes, task_id, task_path=""):
-        if not self._alive():
-            return
-        super().put_writes(config, writes, task_id, task_path)
-        self._tracker.saved(task_id)
-
-
-LOST = ("LangGraph saved nothing for this thread before the crash (durability='exit' saves "
-        "only when the graph ends), so invoke(None, config) found nothing to resume: the run "
-        "is lost. Starting it again with its input repeats every effect it had made.")
-
-
-def _life(build, saver, world, payload, config, durability):
-    """One worker's life: build the graph over `saver` and invoke it. Returns the error the
-    graph raised (None if it ended or the worker died)."""
-    params = [p for p in inspect.signature(build).parameters.values()
-              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    graph = build(saver, world) if len(params) >= 2 else build(saver)
-    if not hasattr(graph, "invoke"):
-        raise bad_type("langgraph.explore_crashes", "build",
-                       f"build(checkpointer) returned {graph!r}, not a compiled graph: return "
-                       f"graph.compile(checkpointer=checkpointer) (or an @entrypoint "
-                       f"built with it)")
-    try:
-        graph.invoke(payload, config, durability=durability)
-    except WorkerCrash:
-        return None
-    except Exception as exc:    # the graph failed: LangGraph recorded it (or lost the run)
-        return exc
-    return None
-
-
-def _row(build, input, invariant, world, durability, folder, run_id, rule):
-    """(Run, holds, why not, crashes fired, tracker) of one run: until the graph ends or
-    fails, a crash is followed by a fresh worker resuming the thread."""
-    global _exploring
-    from ..clock import WallClock
-    from ..importers.langgraph import read
-    from ..lab.crashes import _check
-    tracker = _Tracker(plan=FaultPlan([rule]) if rule is not None else None, exploring=True)
-    here = world(WallClock()) if world is not None else None
-    path = Path(folder) / f"{len(os.listdir(folder))}.sqlite"
-    config = {"configurable": {"thread_id": run_id}}
-    payload, error, began = input, None, time.time()
-    _exploring = tracker
-    try:
-        for _ in range(4):       # a crash rule fires once: one recovery is enough, and a
-            con = sqlite3.connect(path, check_same_thread=False)   # bug cannot loop
-            try:
-                error = _life(build, _Saver(con, tracker), here, payload, config, durability)
-            finally:
-                con.close()
-            if not tracker.dead:
-                break
-            tracker.recover()
-            payload = None
-    finally:
-        _exploring = None
-    run, _ = read(path, run_id, missing_ok=True, origin=began)
-    if run is None:         # nothing saved: durability="exit" and a crash
-        run = _lost(run_id, LOST if error is not None else "nothing was saved")
-    attempts, crashes = tracker.frames(began, run_id)
-    run = dataclasses.replace(run, attempts=attempts, crashes=crashes,
-                              notes=run.notes + (OBSERVED_NOTE,))
-    holds, why = _check(invariant, run, here)
-    return run, holds, why, len(tracker.crashes), tracker
-
-
-def _lost(run_id: str, message: str):
-    from ..errors import WorkflowError
-    from ..run import ATTEMPT_COLUMNS, CRASH_COLUMNS, HISTORY_COLUMNS, WAKEUP_COLUMNS, Run
-    return Run(run_id=run_id, workflow="graph", status="failed", input=None, result=None,
-               error=WorkflowError(message, run_id=run_id, cause_class="EmptyInputError"),
-               seed=0, started_at=0.0, ended_at=None, parent_run_id=None,
-               history=pd.DataFrame([], columns=HISTORY_COLUMNS),
-               attempts=pd.DataFrame([], columns=ATTEMPT_COLUMNS),
-               wakeups=pd.DataFrame([], columns=WAKEUP_COLUMNS),
-               crashes=pd.DataFrame([], columns=CRASH_COLUMNS), source="langgraph",
-               notes=(message,))
-
-
-def explore_crashes(build: Callable, input: Any, invariant: Callable, world=None,
-                    durability: str = "sync"):
-    """Crash a LangGraph graph at every point its wrapped units can die, recover it as a
-    user would, and check `invariant` after each run: `dl.explore_crashes` for LangGraph.
-
-    First a crash-free baseline; the units its injectors met (`faults(...).wrap` and
-    ``.call``) give the crash points: each unit's ``before_activity`` and ``after_effect``,
-    and, for a node or @task whose writes LangGraph saved, ``after_record``. Then one run
-    per point, each with a fresh world and a fresh SQLite file: the worker dies there (in
-    process: LangGraph sees an exception it cannot catch, and the checkpointer saves
-    nothing more, as after kill -9), then a freshly built graph over the same file calls
-    ``invoke(None, config)``. A row's `Run` is `dl.from_langgraph` of the file, with the
-    attempts and crashes the injectors saw. The rows show the graph API running a whole
-    node again (its earlier calls repeat), the functional API running only the unfinished
-    @task, and ``durability="exit"`` losing the run.
-
-    Args:
-        build: ``build(checkpointer)`` (or ``build(checkpointer, world)``) returning the
-            compiled graph; called again for each recovery, as a new process would.
-        input: the graph's input.
-        invariant: ``invariant(run, world)``, True/None when it holds, False or an
-            AssertionError when not.
-        world: a factory ``world(clock)`` (a `dl.WallClock`) of the world the graph acts
-            on, fresh for each run; the invariant gets it. None: no world.
-        durability: LangGraph's ``"sync"``, ``"async"`` or ``"exit"``.
-
-    Returns a `dl.CrashReport`. Nodes that run in parallel in one super-step take
-    positions in the order they start, which can vary between runs.
-    """
-    from ..lab.crashes import COLUMNS, CrashPoint, CrashReport
-    for name, value in (("build", build), ("invariant", invariant)):
-        if not callable(value):
-            raise bad_type("langgraph.explore_crashes", name, f"{name}={value!r} is not "
-                           f"callable: give build(checkpointer) -> compiled graph and "
-                           f"invariant(run, world) -> bool")
-    if world is not None and not callable(world):
-        raise bad_type("langgraph.explore_crashes", "world", f"world={world!r} is a factory "
-                       f"world(clock) returning the world, or None")
-    if durability not in ("sync", "async", "exit"):
-        raise bad_value("langgraph.explore_crashes", "durability", f"durability="
-                        f"{durability!r} is not one of LangGraph's: 'sync', 'async', 'exit'")
-    rows = []
-
-    def add(point, run, holds, why, fired):
-        if point is not None and not fired:
-            why = why or f"did not fire ({point.label()}): the run never reached that point"
-        rows.append((point.position if point else None, point.activity if point else None,
-                     point.point if point else "none", None, None, None,
-                     bool(point) and fired > 0, holds, run.status, why, run.run_id,
-                     None if holds else run))
-
-    with tempfile.TemporaryDirectory(prefix="durablelab-langgraph-") as folder:
-        baseline, holds, why, _, tracker = _row(build, input, invariant, world, durability,
-                                                folder, "baseline", None)
-        add(None, baseline, holds, why, 0)
-        kinds = {u.position: u.task is not None for u in tracker.units}
-        points = []
-        for position, name in sorted({(u.position, u.name) for u in tracker.units}):
-            points += [CrashPoint(position, name, p) for p in ("before_activity",
-                                                               "after_effect")]
-            if kinds[position] and position in tracker.recorded:
-                points.append(CrashPoint(position, name, "after_record"))
-        if not points:
-            raise BadValue("langgraph.explore_crashes: the graph ran no unit that an injector "
-                           "wraps, so there is nowhere to crash. Wrap its nodes or @task "
-                           "functions with durablelab.backends.langgraph.faults().wrap(fn), "
-                           "or calls inside a node with .call(name, fn, ...)")
-        for point in points:
-            run, holds, why, fired, _ = _row(build, input, invariant, world, durability,
-                                             folder, point.label(), point.rule())
-            add(point, run, holds, why, fired)
-    frame = pd.DataFrame(rows, columns=COLUMNS).astype(
-        {"position": "Int64", "position2": "Int64", "fired": bool, "holds": bool})
-    name = getattr(build, "__name__", "graph")
-    return CrashReport(f"{name} (LangGraph)", durability, frame, baseline, points)
-
-
-__all__ = ["faults", "Injector", "retry_on", "explore_crashes", "check_versions",
-           "SUPPORTED"]
+__all__ = ["faults", "Injector", "retry_on", "OBSERVED_NOTE"]
