@@ -453,6 +453,17 @@ def test_from_langgraph_shows_a_failed_step_and_a_typed_value_without_building_i
     assert any("never imports or builds them" in n for n in run.notes)
 
 
+def test_from_langgraph_says_a_thread_stopped_at_an_interrupt_is_waiting(tmp_path):
+    from langgraph.types import interrupt
+    db = tmp_path / "lg.sqlite"
+    graph = chain({"lookup": lambda s: {"found": {"order": s["order"]}},
+                   "approve": lambda s: {"answer": interrupt("charge 42.50?")}}, saver(db))
+    graph.invoke({"order": "A-1"}, thread())
+    run = dl.from_langgraph(db, "t")
+    assert run.status == "waiting" and run.ended_at is None
+    assert run.history.name.tolist() == ["lookup"]
+
+
 def test_from_langgraph_refuses_a_pickled_value(tmp_path):
     db = tmp_path / "lg.sqlite"
     pickling = SqliteSaver(sqlite3.connect(str(db), check_same_thread=False),
