@@ -35,7 +35,8 @@ from .errors import (ActivityFailed, AgentConfigError, BudgetExceeded, Cancelled
                      ReadOnlyEngineError, ReplayCheckError, RunFinishedError, RunNotFoundError,
                      RunTimedOut, SerializationError, StoreFormatError, StoreLockedError,
                      SweepError, TemporalHistoryError, TemporalRunEnded, Transient,
-                     UnknownWorkflowWarning, WorkflowError, WorkflowRedefinedWarning)
+                     UnknownWorkflowWarning, WorkflowError, WorkflowRedefinedWarning,
+                     ObserverWarning)
 from .faults import FaultPlan
 from .heartbeat import heartbeat, idempotency_key, last_heartbeat
 from .limits import AdaptiveThrottle, RetryQuota
@@ -43,7 +44,7 @@ from .registry import workflow
 from .retry import RetryPolicy, classify, next_delay
 
 #: sub-modules reached as ``dl.<name>``.
-_MODULES = {"agents": ".agents", "exercises": ".exercises", "sim": ".sim",
+_MODULES = {"tracing": ".tracing", "agents": ".agents", "exercises": ".exercises", "sim": ".sim",
             "versioning": ".versioning", "viz": ".viz", "matrix": ".lab.matrix"}
 #: name -> the module that defines it.
 _LAZY = {
@@ -117,4 +118,5 @@ __all__ = [
     "heartbeat", "last_heartbeat", "HeartbeatError", "HeartbeatIgnoredWarning",
     "versioning", "replay_check", "ReplayReport", "ReplayCheckError", "CompensationFailed",
     "ops", "Ops",
+    "Handle", "Cancelled", "ChildFailed", "idempotency_key", "ObserverWarning", "tracing",
 ]

@@ -157,7 +157,11 @@ class Host(Protocol):
 
     def schedule(self, state, due_at: float, action: str, arg=None,
                   new_generation: bool = True) -> None:
-        """Put an action for the run on the engine's heap (here: a crash during a wait)."""
+        """Put an action for the run on the engine's heap (a crash during a wait, a
+        started activity's end or retry)."""
+
+    def attempt_ended(self, state, attempt: "Attempt", error) -> None:
+        """Tell the engine's observers (logs, traces) an attempt ended."""
 
 
 class AttemptRunner:
@@ -358,6 +362,7 @@ class AttemptRunner:
         `o.call_site` is the frame of the ctx call, still running (its line is formatted
         only for an event), or its "file:line" once the attempt was left in flight."""
         error, name, position, attempt = o.error, o.name, o.position, o.attempt
+        self.host.attempt_ended(state, o, error)
         breaker = self.breakers.get(name)
         if breaker is not None and o.policy.breaker is not None:
             refused = error is not None and error.cause_class == "CircuitOpen"

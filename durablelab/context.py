@@ -678,7 +678,7 @@ class Handle:
     def result(self) -> Any:
         """Wait for it to end: its value, or the `ActivityFailed` (`ChildFailed`) it ended
         with."""
-        self._ctx._wait((self,), True, sys._getframe(self._ctx._caller))
+        self._ctx._wait((self,), True, sys._getframe(1))   # (the guard does not wrap it)
         if not self._ctx._cursor.ended[self.position].ok:
             raise self._error()
         return self._value()

@@ -157,7 +157,8 @@ def unconsumed_signals(run) -> pd.DataFrame:
 
 def _with_notes(run, found: Diagnosis) -> Diagnosis:
     notes, facts = [], {}
-    rules = unmatched_rules(run)
+    # Only an ended run has met every name it will: one still running may reach the rest.
+    rules = unmatched_rules(run) if run.status in _ENDED else []
     if rules:
         met = sorted(_names_met(run) & set(run.attempts["activity"].dropna())) \
             if len(run.attempts) else []

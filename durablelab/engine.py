@@ -40,6 +40,7 @@ from .faults import FaultPlan
 from .retry import Overrides
 from .guard import Guard
 from .journal import JOURNALS
+from .observe import LogObserver, notify
 from .records import (AttemptRecord, CrashRecord, RunEnd, SignalRecord, WakeupRecord,
                       waiting_columns)
 from .registry import LIVE, REGISTRY, current_definition, redefined, register, workflow_name
@@ -144,6 +145,9 @@ class _Port:
     def signal_for(self, state, name, k):
         return self._engine._signal_for(state, name, k)
 
+    def attempt_ended(self, state, attempt, error):
+        notify(self._engine.observers, "attempt_ended", state, attempt, error)
+
 
 class Engine:
     """Runs durable workflows over a DuckDB history.
@@ -174,6 +178,11 @@ class Engine:
             `close()` saves nothing, and the engine takes no file over. Calls that would
             record (`start`, `signal`, `advance`, `run_until_idle`, `crash`) raise
             `ReadOnlyEngineError`.
+        payload_threshold: a recorded value longer than this many bytes of JSON (a 2 MB
+            document an activity returns) is stored once, under its digest, in the store's
+            `payloads` table, and its event holds the reference: ten activities returning
+            the same document store it once. Replay, views and exports resolve it. None
+            (the default): every value inline.
 
     One engine per file per process: opening a second engine on a file closes the first (as
     `close()` would) and takes the file over; the first then refuses calls. Another process
@@ -184,7 +193,8 @@ class Engine:
     """
 
     def __init__(self, path=None, clock=None, durability: str = "sync", workflows=(),
-                 guard: bool = True, world=None, read_only: bool = False):
+                 guard: bool = True, world=None, read_only: bool = False,
+                 payload_threshold: int | None = None):
         if durability not in DURABILITY:
             raise bad_value("Engine", "durability", (
                 f"durability={durability!r} is not a durability mode; use one of "
@@ -220,8 +230,15 @@ class Engine:
                 raise read_only_beside_writer(self.path)
             older.close()
             older._superseded = True
-        self.store = MemoryStore() if self.path is None else Store(self.path,
-                                                                    read_only=self.read_only)
+        if payload_threshold is not None and (isinstance(payload_threshold, bool) or not
+                                              isinstance(payload_threshold, int)
+                                              or payload_threshold < 1):
+            raise bad_value("Engine", "payload_threshold", (
+                f"payload_threshold={payload_threshold!r} must be a number of bytes >= 1 (for "
+                f"example 65536), or None to keep every value inline"))
+        self.store = (MemoryStore(payload_threshold) if self.path is None else
+                      Store(self.path, read_only=self.read_only,
+                            payload_threshold=payload_threshold))
         #: when a run's recorded rows reach the store: all that the durability mode decides.
         self._journal = JOURNALS[durability](self.store)
         if holder_key is not None and not self.read_only:
@@ -241,6 +258,9 @@ class Engine:
         self._definitions: dict[str, Callable | None] = {}   # see _use_current_definition
         self._telemetry: list[tuple] = []
         self._plans: dict[str, FaultPlan] = {}   # stored plan JSON -> the plan
+        #: who hears of run starts, wake-ups, attempts and run ends (`durablelab.observe`):
+        #: the log (silent until logging is configured), and `dl.tracing.instrument`'s.
+        self.observers: list = [LogObserver()]
         #: what a run's `Context` and the attempt runner reach of this engine (`_Port`).
         self._port = _Port(weakref.proxy(self))
         #: runs activity attempts; it sees this engine only as an `activities.Host`.
@@ -617,6 +637,7 @@ class Engine:
         self._runs[run_id] = state
         self._schedule(state, self.clock.now(), "wake", "start")
         self._arm_timeout(state)
+        notify(self.observers, "run_started", state)
         return run_id
 
     def _arm_timeout(self, state: RunState) -> None:
@@ -857,6 +878,8 @@ class Engine:
                            len(state.history) - before)
         state.wakeups.append(row)
         self._telemetry.append(row)
+        notify(self.observers, "wakeup_ended", state, woke_at, reason, row.replayed,
+               row.recorded, self.clock.now())
 
     def _suspend(self, state: RunState, suspend: Suspend) -> None:
         if suspend.reason == "handles":   # woken by `_wake_if_ready` when enough have ended
@@ -974,6 +997,7 @@ class Engine:
                      state.ended_at, state.run_id)
         self._note_wakeup(state)   # so the run's last wake-up row may share the end's commit
         self._telemetry = self._journal.end(state, end, self._telemetry)
+        notify(self.observers, "run_ended", state)
         if state.child_of is not None:
             self._child_ended(self._runs.get(state.child_of[0]), state.child_of[1],
                               state.run_id)

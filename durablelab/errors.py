@@ -328,21 +328,6 @@ class LangGraphReadError(DurableLabError, ValueError):
     fields = ("path", "thread_id", "what")
 
 
-class UnsupportedVersionError(DurableLabError, ImportError):
-    """An optional framework is installed at a version a bridge was not built for: its
-    internals (table layouts, extension APIs) may differ, so the bridge refuses to guess."""
-
-    fields = ("package", "version", "supported")
-
-
-def unsupported_version(package: str, version: str, supported: str, extra: str):
-    return UnsupportedVersionError(
-        f"{package} {version} is installed; durablelab's bridge to it supports {supported}. "
-        f"Install a supported version: pip install 'durablelab[{extra}]' (or "
-        f"pip install '{package}{supported}').",
-        package=package, version=version, supported=supported)
-
-
 class DatasetError(DurableLabError, FileNotFoundError):
     """A dataset the lessons read (named fault plans, recorded histories, model scenarios)
     is not where this durablelab keeps them: `path` is where it looked, `what` what was
@@ -366,6 +351,11 @@ class DurableLabWarning(UserWarning):
 class UnknownWorkflowWarning(DurableLabWarning):
     """An engine opened a store whose unfinished runs name workflows nobody registered
     in this process: they are left as recorded and not run."""
+
+
+class ObserverWarning(DurableLabWarning):
+    """An observer of an engine (a tracer, a custom `Observer`) raised: it was removed, and
+    the engine carried on."""
 
 
 class WorkflowRedefinedWarning(DurableLabWarning):
@@ -472,6 +462,36 @@ class AgentConfigError(DurableLabError, ValueError, TypeError):
     shape). A usage error: also a ValueError and a TypeError."""
 
     fields = ("what",)
+
+
+class FrameworkError(DurableLabError, ImportError):
+    """A bridge to another framework (`durablelab.agents.pydantic_ai`,
+    `durablelab.backends.langgraph`) cannot load: the
+    framework is not installed, or its version is outside the range the bridge is tested
+    with. `extra` names the durablelab extra that installs a supported one."""
+
+    fields = ("framework", "version", "supported", "extra")
+
+
+def framework_missing(module: str, framework: str, extra: str, said: str) -> FrameworkError:
+    return FrameworkError(
+        f"{module} needs {framework}, which is not installed ({said}). Install the extra: "
+        f"pip install 'durablelab[{extra}]'", framework=framework, extra=extra)
+
+
+def framework_version(framework: str, package: str, version: str, supported: str,
+                      extra: str) -> FrameworkError:
+    return FrameworkError(
+        f"{framework} {version} is installed, but durablelab's bridge is tested with "
+        f"{package}{supported} (the durable-execution API it builds on changes between "
+        f"major versions). Install a supported one: pip install '{package}{supported}' "
+        f"(or pip install 'durablelab[{extra}]')", framework=framework, version=version,
+        supported=supported, extra=extra)
+
+
+class RetryAmplificationWarning(DurableLabWarning):
+    """A model client retries on its own inside an activity (the openai client's
+    ``max_retries``): its retries hide failures from the engine and multiply its own."""
 
 
 class SweepError(UsageError, ValueError):

@@ -106,8 +106,8 @@ class MemoryStore(Store):
     transaction before the next read (`flush`), or read straight from the queue when it
     holds every row (a crash's recovery in a sweep's isolated run)."""
 
-    def __init__(self):
-        super().__init__(None)
+    def __init__(self, payload_threshold: int | None = None):
+        super().__init__(None, payload_threshold=payload_threshold)
         #: the writes committed and not yet in DuckDB, each (rows by table, run ends).
         self._queue: list[tuple[dict, list]] = []
         self._written = False      # whether the queue ever reached DuckDB

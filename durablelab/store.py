@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import json
 import math
 import re
@@ -35,7 +36,7 @@ from .records import (AttemptRecord, CrashRecord, FaultRecord, RunEnd, RunRecord
                       SignalRecord, WakeupRecord, as_records)
 from .sealed import catalog, connect, head
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 #: The statuses of runs a fresh worker picks up again.
 UNFINISHED = ("running", "waiting", "diverged")
@@ -86,14 +87,22 @@ CREATE TABLE IF NOT EXISTS event_log (
     position INTEGER NOT NULL,        -- counts from 1 within a run
     body     VARCHAR NOT NULL         -- JSON array, in the order of the view's columns
 );
+-- Values larger than an engine's payload_threshold (bytes of JSON), stored once under the
+-- SHA-256 of their text: an event then holds the digest as its 15th body item (see `view`).
+CREATE TABLE IF NOT EXISTS payloads (
+    digest VARCHAR PRIMARY KEY,       -- hex SHA-256 of body
+    body   VARCHAR NOT NULL           -- the value's JSON text
+);
 CREATE OR REPLACE VIEW events AS
 SELECT run_id, position,
        body ->> '$[0]'                    AS kind,        -- activity, now, random, sleep, ...
        body ->> '$[1]'                    AS name,
        body ->> '$[2]'                    AS digest,      -- of the canonical JSON input
        CAST(body -> '$[3]' AS BOOLEAN)    AS ok,
-       body ->> '$[4]'                    AS value,       -- JSON text: the result, or the
-                                                          -- error of a failed activity
+       COALESCE(body ->> '$[4]',          -- JSON text: the result, or the error of a
+                (SELECT p.body FROM payloads p   -- failed activity; a large one is stored
+                 WHERE p.digest = event_log.body ->> '$[14]'))  -- once in payloads
+                                          AS value,
        CAST(body -> '$[5]' AS DOUBLE)     AS recorded_at,
        CAST(body -> '$[6]' AS INTEGER)    AS attempt,     -- an activity's final attempt:
        CAST(body -> '$[7]' AS DOUBLE)     AS started_at,  --   when it started,
@@ -220,14 +229,16 @@ def event_row(run_id: str, e) -> tuple:
     return (run_id, e.position, e)
 
 
-def event_body(e) -> str:
+def event_body(e, payload: str | None = None) -> str:
     """The `body` of an event's event_log row: its fields after run_id and position, as
     compact JSON (`history.compact`: a float keeps every digit, a lone surrogate is
     escaped, so the body reaches DuckDB and reads back exactly)."""
-    fields = [e.kind, e.name, e.digest, e.ok, e.value, e.recorded_at, e.attempt,
-              e.started_at, e.outcome, e.error_class, e.error, e.call_site, e.args]
-    if e.handle is not None:   # only ends of concurrent work carry it: other bodies stay
-        fields.append(e.handle)   # as schema 4 wrote them, byte for byte
+    fields = [e.kind, e.name, e.digest, e.ok, None if payload else e.value, e.recorded_at,
+              e.attempt, e.started_at, e.outcome, e.error_class, e.error, e.call_site, e.args]
+    if e.handle is not None or payload:   # only ends of concurrent work carry it: other
+        fields.append(e.handle)           # bodies stay as schema 4 wrote them
+    if payload:                           # a large value, stored once in `payloads`
+        fields.append(payload)
     return h.compact(fields)
 
 
@@ -249,8 +260,8 @@ def _event_fields(body: str) -> list | None:
         fields = json.loads(body)
     except (TypeError, ValueError, RecursionError):
         return None
-    if not isinstance(fields, list) or not (  # bodies written before `args` lack it
-            len(EVENT_COLS_V2) - 2 <= len(fields) <= len(EVENT_COLS) - 2):
+    if not isinstance(fields, list) or not (  # bodies written before `args` lack it; one
+            len(EVENT_COLS_V2) - 2 <= len(fields) <= len(EVENT_COLS) - 1):  # may name a payload
         return None
     return fields
 
@@ -260,20 +271,36 @@ def _event_fields(body: str) -> list | None:
 _MISSING = (None,) * (len(EVENT_COLS) - 2)
 
 
-def decoded(rows) -> tuple[list, list]:
+def decoded(rows, payloads: dict | None = None) -> tuple[list, list]:
     """(events, damaged) of event_log rows: events in the `events` view's shape, with the
     body decoded here (json.loads is cheaper than twelve JSON extractions a row in the
-    view); a body that does not decode is listed under damaged instead (see `screened`):
-    its run is set aside."""
+    view), and a value stored by reference taken from `payloads` (digest -> text); a body
+    that does not decode, or names a payload that is missing or does not match its
+    digest, is listed under damaged instead (see `screened`): its run is set aside."""
     events, damaged = [], []
     for run_id, position, body in rows:
         fields = _event_fields(body)
+        if fields is not None and len(fields) == len(EVENT_COLS) - 1:   # a payload's digest
+            digest = fields.pop()
+            text = (payloads or {}).get(digest) if isinstance(digest, str) else None
+            if text is None or payload_digest(text) != digest:
+                damaged.append((run_id, position, f"its value is stored by reference "
+                                f"(payload {str(digest)[:16]}…) and that payload is "
+                                f"{'missing' if text is None else 'not the one its digest names'}",
+                                "payloads"))
+                continue
+            fields[4] = text
         if fields is None:
             damaged.append((run_id, position, "its event's body is not the JSON durablelab "
                                               "wrote", "events"))
         else:
             events.append((run_id, position, *fields, *_MISSING[len(fields):]))
     return events, damaged
+
+
+def payload_digest(text: str) -> str:
+    """The key a large value is stored under in `payloads`: the SHA-256 of its text."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _is_time(value) -> bool:
@@ -419,8 +446,12 @@ class Store:
     """One DuckDB connection holding one lab's runs: a file, or (path None) an in-memory
     database, which `queued.MemoryStore` puts its queue in front of."""
 
-    def __init__(self, path: str | Path | None = None, read_only: bool = False):
+    def __init__(self, path: str | Path | None = None, read_only: bool = False,
+                 payload_threshold: int | None = None):
         self.path = None if path is None else str(path)
+        #: event values longer than this many characters of JSON are stored once, by
+        #: digest, in `payloads` (None: every value inline); see `Engine(payload_threshold=)`.
+        self.payload_threshold = payload_threshold
         #: opened for reading only (`Engine(path, read_only=True)`, the CLI): DuckDB itself
         #: refuses every write, and no schema is created or upgraded.
         self.read_only = read_only
@@ -446,7 +477,8 @@ class Store:
                                 ("wakeups", WAKEUP_COLS))}
         self._columns = {"event_log": EVENT_LOG_COLS, "attempts": ATTEMPT_COLS, "runs": RUN_COLS,
                          "signals": SIGNAL_COLS, "faults": FAULT_COLS,
-                         "crashes": CRASH_COLS, "wakeups": WAKEUP_COLS}
+                         "crashes": CRASH_COLS, "wakeups": WAKEUP_COLS,
+                         "payloads": ("digest", "body")}
         #: commits since the last checkpoint: what a crash now would leave in the WAL.
         self.uncheckpointed = 0
         self._ensure_schema()
@@ -481,7 +513,7 @@ class Store:
             self.con.execute("INSERT INTO meta VALUES ('schema_version', ?)",
                              [str(SCHEMA_VERSION)])
             return
-        if version in ("2", "3", "4"):
+        if version in ("2", "3", "4", "5", "6"):
             check_tables(self.path, found, int(version))
             return self._upgrade(int(version), found)
         raise StoreFormatError(
@@ -502,6 +534,7 @@ class Store:
         it waits on in the new `runs.waiting` column; the runs an older engine left 'running'
         stay so until an engine wakes them. Schema 6 adds a 14th body item to the ends of
         concurrent work (`handle`); other bodies are unchanged, so only the views change.
+        Schema 7 adds the `payloads` table (and a 15th item to the bodies that use it).
         `tables`: the store's `catalog`, checked."""
         self.con.execute("BEGIN")
         try:
@@ -527,9 +560,28 @@ class Store:
     def insert(self, table: str, row: tuple) -> None:
         """One row, committed at once (DuckDB autocommits a lone statement)."""
         if table == "event_log":
-            row = encoded(row)
+            [row], payloads = self._events([row])
+            if payloads:   # the value and its event commit together
+                return self.write({"payloads": payloads, "event_log": [row]})
         self.con.execute(self._insert_sql[table], row)
         self._committed()
+
+    def _events(self, rows: list[tuple]) -> tuple[list, list]:
+        """(event_log rows with their bodies encoded, payload rows): a value longer than
+        `payload_threshold` goes to `payloads` once, and its event names its digest."""
+        limit = self.payload_threshold
+        if limit is None:
+            return [encoded(row) for row in rows], []
+        out, payloads = [], {}
+        for row in rows:
+            event = row[2]
+            if type(event) is not str and event.value is not None and len(event.value) > limit:
+                digest = payload_digest(event.value)
+                payloads[digest] = (digest, event.value)
+                out.append((row[0], row[1], event_body(event, digest)))
+            else:
+                out.append(encoded(row))
+        return out, list(payloads.values())
 
     def write(self, rows: dict[str, list[tuple]], ends: list[tuple] = ()) -> None:
         """Write rows to several tables and end runs, atomically, in as few statements as
@@ -594,8 +646,13 @@ class Store:
                          "waiting = ? WHERE run_id = ?", (*end[:4], end.waiting, end.run_id))
 
     def _bulk(self, table: str, rows: list[tuple]) -> None:
+        if table == "payloads":   # stored once: a digest already there is the same value
+            self.con.executemany("INSERT OR IGNORE INTO payloads VALUES (?, ?)", rows)
+            return
         if table == "event_log":
-            rows = [encoded(row) for row in rows]
+            rows, payloads = self._events(rows)
+            if payloads:
+                self._bulk("payloads", payloads)
         if len(rows) == 1:
             self.con.execute(self._insert_sql[table], rows[0])
             return
@@ -651,9 +708,12 @@ class Store:
                  "signals": "run_id, seq", "faults": "run_id, fired_at",
                  "wakeups": "run_id, woke_at"}
         out = {}
+        payloads = dict(self.fetch(
+            f"SELECT digest, body FROM payloads WHERE digest IN (SELECT body ->> '$[14]' "
+            f"FROM event_log WHERE run_id IN ({runs}))", params))
         out["events"], out["damaged"] = decoded(self.fetch(
             f"SELECT run_id, position, body FROM event_log WHERE run_id IN ({runs}) "
-            f"ORDER BY run_id, position", params))
+            f"ORDER BY run_id, position", params), payloads)
         for table, record in RECORDS.items():
             out[table] = as_records(record, self.fetch(
                 f"SELECT {', '.join(record._fields)} FROM {table} "

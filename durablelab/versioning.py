@@ -43,6 +43,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from . import history as h
+from .store import payload_digest
 from .clock import VirtualClock
 from .context import Context, Suspend, execute
 from .errors import (BadType, DurableLabError, NonDeterminismError, ReplayCheckError, damaged_run,
@@ -397,6 +398,10 @@ def _runs_in_store(name: str, path: Path) -> list[tuple]:
         rows = con.execute("SELECT e.run_id, e.position, e.body FROM event_log e "
                            "JOIN runs r USING (run_id) WHERE r.workflow = ? "
                            "ORDER BY e.run_id, e.position", [name]).fetchall()
+        payloads = dict(con.execute(   # values stored once by reference (schema 7)
+            "SELECT p.digest, p.body FROM payloads p WHERE p.digest IN (SELECT e.body ->> "
+            "'$[14]' FROM event_log e JOIN runs r USING (run_id) WHERE r.workflow = ?)",
+            [name]).fetchall()) if _has_payloads(con) else {}
         attempts = con.execute(
             "SELECT a.run_id, a.position, a.activity FROM attempts a JOIN runs r USING "
             "(run_id) WHERE r.workflow = ? AND r.status IN ('running', 'waiting', 'diverged') "
@@ -416,12 +421,24 @@ def _runs_in_store(name: str, path: Path) -> list[tuple]:
         history = histories[run_id]
         if position != len(history) + 1:
             raise history_gap(str(path), run_id, position, len(history) + 1)
+        if len(body) == 15:   # the value is in `payloads`, under the digest named last
+            digest = body.pop()
+            body[4] = payloads.get(digest)
+            if body[4] is None or payload_digest(body[4]) != digest:
+                raise damaged_run(str(path), run_id, position, "its value is stored by "
+                                  "reference and that payload is missing or not the one "
+                                  "its digest names")
         history.append(Event(position, *body))
     retried: dict[str, dict] = {}
     for row in attempts:
         retried.setdefault(row[0], {}).setdefault(row[1], []).append(row)
     return [(run_id, status, input_json, seed, histories[run_id], retried.get(run_id, {}))
             for run_id, status, input_json, seed in runs]
+
+
+def _has_payloads(con) -> bool:
+    return bool(con.execute("SELECT 1 FROM duckdb_tables() WHERE table_name = 'payloads'")
+                .fetchall())
 
 
 def _names_in(source, label: str) -> list[str]:

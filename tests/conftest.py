@@ -45,6 +45,8 @@ SLOW_MODULES = {  # file name (a glob) -> why it is slow
     "test_binder.py": "builds a fresh virtual environment from binder/ and runs a lesson",
     "test_wheel.py": "builds a wheel and serves its lessons from a fresh virtual environment",
     "test_agents_client.py": "the real openai client against a local HTTP server, real hangs",
+    "test_pydantic_ai.py": "imports Pydantic AI (2-3 s), drives it against a local HTTP server "
+                           "with real hangs, and explores 21 crash points of its agent",
     "test_exercises*.py": "every lesson's exercise checkers, each replaying lesson scenarios",
     "test_viz.py": "draws every figure with matplotlib, which the core never imports",
     "test_deploy.py": "the deploy simulator: many runs parked at each point, per test",

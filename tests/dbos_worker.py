@@ -2,7 +2,10 @@
 whose effects land in a key-honouring ledger kept in its own SQLite file, so the effects
 outlive a `kill -9` of the worker.
 
-    python tests/dbos_worker.py URL LEDGER RUN_ID start|recover
+    python tests/dbos_worker.py URL LEDGER RUN_ID start|recover [PLAN_JSON SEED]
+
+With a fault plan, `start` runs it under the plan: a `Crash` rule ends this process with
+status 137, as kill -9 would, and `recover` (DBOS recovers the run at launch) carries on.
 """
 
 from __future__ import annotations
@@ -38,18 +41,23 @@ def charge(step: int, idempotency_key=None) -> dict:
     return {"step": step, "key": idempotency_key}
 
 
+QUICK = dl.RetryPolicy(max_attempts=3, initial=0.3, jitter="none")
+
+
 def twenty_charges(ctx, order: dict) -> dict:
-    receipts = [ctx.activity("charge", charge, step) for step in range(1, STEPS + 1)]
+    receipts = [ctx.activity("charge", charge, step, policy=QUICK)
+                for step in range(1, STEPS + 1)]
     return {"order": order["id"], "charged": len(receipts)}
 
 
 def main() -> None:
     url, LEDGER["path"], run_id, mode = sys.argv[1:5]
+    plan, seed = (sys.argv[5], int(sys.argv[6])) if len(sys.argv) > 6 else (None, 0)
     from durablelab.backends.dbos import DBOSRunner
     runner = DBOSRunner(url, workflows=[twenty_charges])
     try:
         if mode == "start":
-            runner.start(twenty_charges, {"id": "o-1"}, run_id=run_id)
+            runner.start(twenty_charges, {"id": "o-1"}, run_id=run_id, faults=plan, seed=seed)
         print(json.dumps(runner.result(run_id, timeout=120)), flush=True)
     finally:
         runner.close()

@@ -30,7 +30,8 @@ def test_public_names_are_pinned():
         "sweep", "Experiment", "presets", "SweepError", "ConfigError", "exercises",
         "heartbeat", "last_heartbeat", "HeartbeatError", "HeartbeatIgnoredWarning",
         "versioning", "replay_check", "ReplayReport", "ReplayCheckError", "CompensationFailed",
-        "ops", "Ops"])
+        "ops", "Ops",
+        "Handle", "Cancelled", "ChildFailed", "idempotency_key", "ObserverWarning", "tracing"])
 
 
 def test_every_public_callable_has_a_docstring():

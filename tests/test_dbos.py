@@ -407,3 +407,81 @@ def test_concurrent_work_is_refused_at_start_naming_the_calls_and_a_run_can_be_c
     assert runner.run(run_id).status in ("cancelled", "failed")
     with pytest.raises(dl.RunFinishedError, match="already cancelled"):
         runner.cancel(run_id)
+
+
+# --- fault plans on DBOS -------------------------------------------------------------------------
+
+def test_a_fault_plan_fails_the_attempts_the_engine_fails_with_the_same_seed(sqlite_url,
+                                                                             runner_on):
+    from durablelab.faults import Fail, Malformed, RateLimit, ServerError
+    plan = dl.FaultPlan([RateLimit("one", attempts=[1]), ServerError("two", p=0.5),
+                         Fail("three", status=500, times=1), Malformed("three", attempts=[2])])
+    runner = runner_on(sqlite_url, workflows=[three_steps])
+    engine = dl.Engine()
+    for seed in range(4):
+        run_id = runner.start(three_steps, {}, run_id=f"s-{seed}", faults=plan, seed=seed)
+        try:
+            assert runner.result(run_id, timeout=30) == 60
+        except dl.ActivityFailed:    # three 503s in a row: the same on both engines
+            pass
+        on_dbos = runner.run(run_id)
+        assert on_dbos.seed == seed
+        engine.start(three_steps, {}, run_id=f"s-{seed}", faults=plan, seed=seed)
+        engine.run_until_idle()
+        on_engine = engine.run(f"s-{seed}")
+        assert on_dbos.status == on_engine.status, seed
+        columns = ["position", "activity", "attempt", "outcome", "error_class"]
+        assert (on_dbos.attempts[columns].values.tolist()
+                == on_engine.attempts[columns].values.tolist()), seed
+    # the draws differ by seed (rule 1 fires with p=0.5 on some seeds, not on others)
+    outcomes = {tuple(runner.run(f"s-{seed}").attempts.outcome) for seed in range(4)}
+    assert len(outcomes) > 1
+
+
+@pytest.mark.parametrize("rule, words", [
+    (lambda: dl.faults.Latency("one", 2.0), r"rule 1, Latency\('one'\).*virtual time"),
+    (lambda: dl.faults.Timeout("one"), r"rule 1, Timeout\('one'\)"),
+    (lambda: dl.faults.Hang("two"), r"rule 1, Hang\('two'\).*wall clock"),
+    (lambda: dl.faults.RateLimit("one", between=(0, 5)), r"between=\(0.0, 5.0\)"),
+])
+def test_rules_that_need_virtual_time_are_refused_and_record_nothing(sqlite_url, runner_on,
+                                                                     rule, words):
+    runner = runner_on(sqlite_url, workflows=[three_steps])
+    plan = [dl.faults.RateLimit("two", attempts=[1]), rule()]
+    with pytest.raises(dl.errors.BadValue, match=words):
+        runner.start(three_steps, {}, run_id="refused", faults=plan)
+    assert CALLS == {}                                   # nothing ran...
+    run_id = runner.start(three_steps, {}, run_id="refused", faults=plan[:1])
+    assert runner.result(run_id, timeout=30) == 60       # ...and the id is still free
+
+
+def test_a_crash_rule_ends_the_process_like_kill9_and_recovery_passes_each_point(tmp_path):
+    url = f"sqlite:///{tmp_path / 'dbos.sqlite'}"
+    ledger_path = str(tmp_path / "ledger.sqlite")
+    Crash, RateLimit = dl.faults.Crash, dl.faults.RateLimit
+    plan = dl.FaultPlan([Crash("charge", point="before_activity", position=[3]),
+                         Crash("charge", point="after_effect", position=[6]),
+                         Crash("charge", point="after_record", position=[9]),
+                         RateLimit("charge", position=[12], attempts=[1]),
+                         Crash("charge", point="during_wait", position=[12])])
+    worker = [sys.executable, str(HERE / "dbos_worker.py"), url, ledger_path, "c-1"]
+    env = {**os.environ, "PYTHONPATH": str(HERE.parent)}
+    codes = [subprocess.run([*worker, "start", plan.to_json(), "7"], env=env,
+                            capture_output=True, text=True, timeout=120)]
+    while codes[-1].returncode == 137 and len(codes) < 8:
+        codes.append(subprocess.run([*worker, "recover"], env=env, capture_output=True,
+                                    text=True, timeout=120))
+    assert [c.returncode for c in codes] == [137, 137, 137, 137, 0], codes[-1].stderr
+    assert json.loads(codes[-1].stdout.strip().splitlines()[-1]) == {"order": "o-1",
+                                                                     "charged": 20}
+    with sqlite3.connect(ledger_path) as con:
+        keys = [k for (k,) in con.execute("SELECT key FROM effects ORDER BY step")]
+        calls = [k for (k,) in con.execute("SELECT key FROM calls")]
+    assert keys == [f"c-1:{i}" for i in range(1, 21)]        # each effect exactly once
+    assert len(calls) == 21 and calls.count("c-1:6") == 2     # only after_effect repeats
+    run = dl.from_dbos(url, "c-1")
+    assert run.status == "completed" and run.seed == 7
+    assert run.crashes[["position", "point"]].values.tolist() == [
+        [3, "before_activity"], [6, "after_effect"], [9, "after_record"], [12, "during_wait"]]
+    assert run.attempts[run.attempts.position == 12].outcome.tolist() == ["rate_limited", "ok"]
+    assert (run.attempts.outcome == "crashed").sum() == 1

@@ -26,8 +26,8 @@ from langgraph.types import RetryPolicy  # noqa: E402
 
 import durablelab as dl  # noqa: E402
 from durablelab.backends import langgraph as lgb  # noqa: E402
-from durablelab.errors import (BadType, BadValue, LangGraphReadError,  # noqa: E402
-                               UnsupportedVersionError)
+from durablelab.errors import (BadType, BadValue, FrameworkError,  # noqa: E402
+                               LangGraphReadError)
 from durablelab.faults import (Crash, Fail, Hang, Latency, Malformed, RateLimit,  # noqa: E402
                                ServerError, Timeout)
 from durablelab.sim import Email, Payments  # noqa: E402
@@ -529,9 +529,22 @@ def test_from_langgraph_names_the_threads_there_for_an_unknown_thread(tmp_path):
 
 
 def test_a_version_outside_the_supported_range_is_named():
-    with pytest.raises(UnsupportedVersionError, match=r"langgraph 0\.6\.4 is installed; "
-                       r"durablelab's bridge to it supports >=1\.0,<2") as info:
+    with pytest.raises(FrameworkError, match=r"LangGraph 0\.6\.4 is installed, but "
+                       r"durablelab's bridge is tested with langgraph>=1\.0,<2") as info:
         lgb.check_versions(version=lambda package: "0.6.4")
-    assert (info.value.package, info.value.version) == ("langgraph", "0.6.4")
+    assert (info.value.framework, info.value.version, info.value.extra) == (
+        "LangGraph", "0.6.4", "langgraph")
     assert isinstance(info.value, ImportError)
     assert set(lgb.check_versions()) == {"langgraph", "langgraph-checkpoint-sqlite"}
+
+
+def test_a_missing_checkpointer_package_names_the_extra():
+    from importlib.metadata import PackageNotFoundError
+
+    def version(package):
+        if package == "langgraph-checkpoint-sqlite":
+            raise PackageNotFoundError(package)
+        return "1.2.0"
+
+    with pytest.raises(FrameworkError, match=r"pip install 'durablelab\[langgraph\]'"):
+        lgb.check_versions(version=version)

@@ -165,7 +165,7 @@ def test_a_view_named_in_capitals_is_still_the_table_durablelab_reads(db_path, s
                                                   r"creates: it is runs\(.*extra VARCHAR"),
     ("ALTER TABLE attempts ALTER delay TYPE VARCHAR", r"its table 'attempts' .* delay VARCHAR"),
     ("DROP TABLE wakeups", r"it has no table 'wakeups', which every durablelab store of "
-                           r"schema 6 has"),
+                           rf"schema {dl.store.SCHEMA_VERSION} has"),
     ("DROP VIEW pending_signals; CREATE TABLE pending_signals (x INTEGER)",
      r"its 'pending_signals' is a table, where durablelab keeps a view"),
 ])

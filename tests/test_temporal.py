@@ -470,3 +470,18 @@ def test_model_usage_reads_the_names_frameworks_use():
     for result in ("text", {"usage": "n/a"}, {"usage": {"input_tokens": -1, "output_tokens": 2}},
                    {"usage": {"input_tokens": True, "output_tokens": 2}}, {"usage": {}}):
         assert model_usage(result) is None
+
+
+@needs_histories
+def test_concurrent_activities_of_a_real_history_get_lanes_of_their_own():
+    """The research agent ran ten model calls at once: ten lanes, numbered in start order,
+    so no bar hides another."""
+    from durablelab.viz.plots import _lanes, activity_attempts
+    run = load("sdk-python/research-workflow-history.json")
+    lanes = _lanes(run)
+    assert lanes == ["invoke_model_activity"] + [f"invoke_model_activity ·{k}"
+                                                  for k in range(2, 11)]
+    attempts = activity_attempts(run)
+    for _, lane in attempts.groupby("lane"):
+        spans = lane.sort_values("started_at")
+        assert (spans.started_at.iloc[1:].values >= spans.ended_at.iloc[:-1].values).all()

@@ -26,6 +26,13 @@ What DBOS does by itself, and what this runner adds so the lessons still hold:
   `HeartbeatIgnoredWarning`: activity code written for `dl.Engine` runs unchanged.
 - The idempotency key is ``"{run_id}:{position}"``, positions counted as the durablelab
   engine counts them, so a service sees the same keys on both engines.
+- A fault plan (``start(..., faults=plan, seed=7)``) breaks a run on DBOS as on the engine:
+  the rules that act on a call (`RateLimit`, `ServerError`, `ConnectionReset`, `Fail`,
+  `Malformed`) fire on the same attempts, drawn from the same (seed, rule, position,
+  attempt); a `Crash` really ends the process (``os._exit(137)``, as ``kill -9`` would),
+  after a DBOS step has recorded that it fired, so the recovering process passes that point
+  (and ``times=`` still counts it). Rules that need virtual time (`Latency`, `Timeout`,
+  `Hang`, and any rule's ``between=``) are refused at `start`: DBOS runs on the wall clock.
 
 A process recovers the runs DBOS's ``"local"`` executor left unfinished when the runner
 launches (DBOS does this on ``launch``), and `recover()` asks again, or for other executors'
@@ -35,11 +42,14 @@ runs once you know those executors are dead (recovering a live one's runs runs t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import logging
+import os
 import random as _random
 import sys
+import threading
 import time
 import uuid as _uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -48,12 +58,13 @@ from typing import Any, Callable
 from .. import history as h
 from ..activities import accepts
 from ..context import DEFAULT_POLICY, Saga
-from ..draws import Draws
+from ..draws import Draws, first
+from ..faults import Crash, FaultPlan, Hang, Latency, Malformed, Timeout, draw_key
 from ..registry import REGISTRY, workflow_name
 from ..errors import (BadType, BadValue, DuplicateRunError, DurableLabError, ModelOutputError,
                       NonRetryable, RunFinishedError, RunNotFoundError, RunnerOpenError,
-                      UnknownWorkflowError, activity_failed, error_from_json, non_determinism,
-                      workflow_error)
+                      UnknownWorkflowError, activity_failed, check_seed, error_from_json,
+                      non_determinism, workflow_error)
 from ..heartbeat import unrecorded
 from ..retry import RetryPolicy, classify, next_delay
 
@@ -69,6 +80,12 @@ DBOS_WORKFLOW = "durablelab.run"
 #: the DBOS step name of one activity attempt, and of a recorded now/random/uuid.
 ATTEMPT_STEP = "durablelab.attempt"
 VALUE_STEP = "durablelab.value"
+#: the DBOS step that records a `Crash` rule firing, just before the process ends.
+FAULT_STEP = "durablelab.fault"
+#: the exit status of a process a `Crash` rule ended: what a shell reports after kill -9.
+CRASH_EXIT = 137
+#: rules that need the engine's virtual clock, which DBOS does not have.
+TIMED_RULES = (Latency, Timeout, Hang)
 #: a wait without deadline: DBOS.recv needs a number.
 FOREVER = 10 * 365 * 86400.0
 FINAL = {"SUCCESS": "completed", "ERROR": "failed", "CANCELLED": "cancelled",
@@ -126,17 +143,46 @@ def _attempt_step(ctx: "DBOSContext", call: dict) -> dict:
     outcome = {"activity": call["name"], "digest": call["digest"],
                "position": call["position"], "attempt": call["attempt"],
                "delay_before": call["delay_before"], "started_at": time.time()}
+    index, rule = call.get("fault") or (None, None)
+    if index is not None:
+        outcome["fault"] = {"rule": index, "type": type(rule).__name__}
+    if rule is not None and not isinstance(rule, Malformed):
+        # a 429, a 5xx, a reset, a given failure: the function does not run
+        outcome.update(ok=False, error=rule.failure().to_json(), ended_at=time.time())
+        return outcome
     try:
         with unrecorded(call["name"], "DBOS Transact (DBOSRunner)",
                         ctx._runner._heartbeat_warned):
             value = call["fn"](*call["args"], **kwargs)
-        outcome.update(ok=True, value=json.loads(h.to_json(
-            value, f"the result of activity {call['name']!r}", f"position {call['position']}")))
+        text = h.to_json(value, f"the result of activity {call['name']!r}",
+                         f"position {call['position']}")
+        if rule is not None:   # Malformed: the call ran (and was paid for); its answer broke
+            outcome.update(ok=False, error=rule.error(text).to_json())
+        else:
+            outcome.update(ok=True, value=json.loads(text))
     except Exception as exc:  # every failure is data: the workflow decides about retries
         error = classify(exc)   # as dl.Engine does: a retry class as it is, anything else mapped
         outcome.update(ok=False, error=error.to_json())
+    if call.get("crash"):
+        # after_effect: the effect happened, its record did not; DBOS recorded the firing
+        _die()
     outcome["ended_at"] = time.time()
     return outcome
+
+
+@DBOS.step(name=FAULT_STEP)
+def _fault_step(ctx: "DBOSContext", fired: dict) -> dict:
+    """Record that a `Crash` rule fired here, before the process ends: the recovering
+    process replays this step and so passes the point instead of dying at it forever."""
+    ctx._fresh = ctx._crashing = True
+    return {**fired, "at": time.time()}
+
+
+def _die() -> None:
+    """End this process at once, as kill -9 would: no cleanup, no commit, no finally."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(CRASH_EXIT)
 
 
 @DBOS.step(name=VALUE_STEP)
@@ -148,7 +194,7 @@ def _value_step(ctx: "DBOSContext", kind: str) -> Any:
 
 
 @DBOS.workflow(name=DBOS_WORKFLOW)
-def _dbos_run(workflow: str, input: Any) -> Any:
+def _dbos_run(workflow: str, input: Any, options: dict | None = None) -> Any:
     run_id = DBOS.workflow_id
     try:
         fn = None if _open is None else _open._workflows.get(workflow) or REGISTRY.get(workflow)
@@ -158,7 +204,10 @@ def _dbos_run(workflow: str, input: Any) -> Any:
                 f"register; nothing ran. Pass it to DBOSRunner(..., workflows=[...]).",
                 run_id=run_id, workflow=workflow)
         try:
-            return fn(DBOSContext(run_id, workflow, _open), input)
+            plan = seed = None
+            if options is not None:
+                plan, seed = FaultPlan.from_json(options["faults"]), options["seed"]
+            return fn(DBOSContext(run_id, workflow, _open, plan, seed or 0), input)
         except DurableLabError:
             raise
         except Exception as exc:
@@ -175,10 +224,15 @@ class DBOSContext:
 
     world = None
 
-    def __init__(self, run_id: str, workflow: str, runner: "DBOSRunner"):
+    def __init__(self, run_id: str, workflow: str, runner: "DBOSRunner",
+                 plan: FaultPlan | None = None, seed: int = 0):
         self.run_id, self.workflow, self._runner = run_id, workflow, runner
         self._position = 0
         self._fresh = runner._recorded_steps(run_id) == 0
+        self._plan, self._seed = plan, seed
+        #: how often each rule fired so far in this run (the walk re-counts it on replay)
+        self._fired: dict[int, int] = {}
+        self._crashing = False   # set by _fault_step when its body runs in this process
 
     @property
     def is_replaying(self) -> bool:
@@ -208,8 +262,18 @@ class DBOSContext:
                 "position": position, "key": f"{self.run_id}:{position}", "feedback": None}
         attempt, malformed, delay = 1, 0, None
         draws = Draws(f"dbos:{self.run_id}:{position}")
+        plan = self._plan
         while True:
-            outcome = _attempt_step(self, {**call, "attempt": attempt, "delay_before": delay})
+            fault, crash = None, False
+            if plan is not None:
+                self._crash_at("before_activity", name, position, attempt)
+                fault = self._draw(name, position, attempt)
+                if fault is None or isinstance(fault[1], Malformed):   # the function runs
+                    crash = self._crash_fires("after_effect", name, position, attempt)
+            outcome = _attempt_step(self, {**call, "attempt": attempt, "delay_before": delay,
+                                           "fault": fault, "crash": crash})
+            if plan is not None:
+                self._crash_at("after_record", name, position, attempt)
             if outcome["activity"] != name or outcome["digest"] != digest:
                 reason = "different_call" if outcome["activity"] != name else "different_arguments"
                 raise non_determinism(
@@ -235,8 +299,62 @@ class DBOSContext:
             previous, delay = delay, 0.0     # decorrelated jitter grows from the last wait
             if not isinstance(error, ModelOutputError):
                 delay = next_delay(policy, attempt - malformed, error, draws, previous or None)
-                DBOS.sleep(delay)
+                with self._crash_during_wait(name, position, attempt, delay):
+                    DBOS.sleep(delay)
             attempt += 1
+
+    # --- fault plans: drawn as dl.Engine draws them -------------------------------------------
+    def _fires(self, index: int, rule, position: int, attempt: int) -> bool:
+        """Whether `rule` fires on this attempt: the engine's draw (`faults.draw_key`), with
+        ``times=`` counted over the run so far."""
+        if rule.times is not None and self._fired.get(index, 0) >= rule.times:
+            return False
+        key = draw_key(self._seed, index, position, attempt,
+                       self.run_id if self._plan.per_run else None)
+        return first(key) < rule.p
+
+    def _draw(self, name: str, position: int, attempt: int):
+        """The (index, rule) that decides this attempt, or None: the first call rule that
+        fires (timed rules were refused at start)."""
+        for index, rule in self._plan.applicable(name, attempt, position=position):
+            if self._fires(index, rule, position, attempt):
+                self._fired[index] = self._fired.get(index, 0) + 1
+                return index, rule
+        return None
+
+    def _crash_fires(self, point: str, name: str, position: int, attempt: int) -> bool:
+        """Record the firing of a `Crash` rule at `point` and say whether this process must
+        die there: False when the point was passed before (the step is replayed)."""
+        for index, rule in self._plan.applicable(name, attempt, point, position):
+            if self._fires(index, rule, position, attempt):
+                self._fired[index] = self._fired.get(index, 0) + 1
+                self._crashing = False
+                _fault_step(self, {"rule": index, "type": "Crash", "point": point,
+                                   "activity": name, "position": position,
+                                   "attempt": attempt})
+                if self._crashing:     # recorded just now: this process dies here
+                    return True
+        return False
+
+    def _crash_at(self, point: str, name: str, position: int, attempt: int) -> None:
+        if self._plan.crashes() and self._crash_fires(point, name, position, attempt):
+            _die()
+
+    @contextlib.contextmanager
+    def _crash_during_wait(self, name: str, position: int, attempt: int, seconds: float):
+        """Around a durable wait: a `Crash` at ``during_wait`` ends the process halfway
+        through it (DBOS has recorded when the wait ends, so the recovery waits only for
+        what is left), or as the wait ends if the wait was over first."""
+        plan = self._plan
+        if plan is None or not plan.crashes() or not self._crash_fires(
+                "during_wait", name, position, attempt):
+            yield
+            return
+        timer = threading.Timer(min(seconds, FOREVER) / 2, _die)
+        timer.daemon = True
+        timer.start()
+        yield
+        _die()
 
     def now(self) -> float:
         """Wall-clock seconds since the epoch, recorded once (a DBOS step)."""
@@ -258,8 +376,9 @@ class DBOSContext:
         for what is left."""
         if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0:
             raise BadValue(f"ctx.sleep({seconds!r}): seconds must be a number >= 0")
-        self._next(2)
-        DBOS.sleep(float(seconds))
+        position = self._next(2)
+        with self._crash_during_wait("sleep", position, 1, float(seconds)):
+            DBOS.sleep(float(seconds))
 
     def wait_signal(self, name: str, deadline: float | None = None,
                     timeout: float | None = None) -> Any:
@@ -271,8 +390,11 @@ class DBOSContext:
             # Only the first execution uses this: DBOS.recv records its own deadline, so a
             # replay or a recovery gets the recorded answer or waits for what is left.
             timeout = max(0.0, deadline - time.time())
-        self._next(2)
-        return DBOS.recv(name, timeout_seconds=FOREVER if timeout is None else float(timeout))
+        position = self._next(2)
+        wait = FOREVER if timeout is None else float(timeout)
+        # a signal wait without deadline dies soon after it starts: half of forever is never
+        with self._crash_during_wait(name, position, 1, wait if timeout is not None else 0.1):
+            return DBOS.recv(name, timeout_seconds=wait)
 
     def patched(self, change_id: str) -> bool:
         """Versioning marker: False for runs recorded before the change (``DBOS.patch``)."""
@@ -309,6 +431,30 @@ class DBOSContext:
 
 
 # --- the runner ------------------------------------------------------------------------------
+
+def _plan_on_dbos(faults) -> FaultPlan | None:
+    """`faults` as a plan DBOS can apply, or `BadValue` naming the first rule that needs the
+    engine's virtual clock (nothing is recorded: the same run id can be started again)."""
+    if faults is None:
+        return None
+    if isinstance(faults, FaultPlan):
+        plan = faults
+    elif isinstance(faults, (list, tuple)):
+        plan = FaultPlan(list(faults))
+    else:
+        plan = FaultPlan.from_json(faults)
+    for index, rule in enumerate(plan.rules):
+        timed = isinstance(rule, TIMED_RULES)
+        if timed or rule.between is not None:
+            what = (f"{type(rule).__name__} acts on virtual time" if timed else
+                    f"between={rule.between!r} is a window of virtual seconds")
+            raise BadValue(
+                f"DBOSRunner.start(faults=...): rule {index}, {type(rule).__name__}"
+                f"({rule.activity!r}), cannot run on DBOS: {what}, and DBOS runs on the "
+                f"wall clock. Run this plan on dl.Engine, or leave the rule out (DBOS takes "
+                f"RateLimit, ServerError, ConnectionReset, Fail, Malformed and Crash).")
+    return plan
+
 
 _thread = None
 
@@ -381,14 +527,24 @@ class DBOSRunner:
         return DBOS.get_workflow_status(run_id)
 
     @_outside_event_loop
-    def start(self, workflow: Callable, input: Any, run_id: str | None = None) -> str:
+    def start(self, workflow: Callable, input: Any, run_id: str | None = None, faults=None,
+              seed: int = 0) -> str:
         """Start a run of `workflow` on DBOS and return its id (DBOS's workflow id). A
         workflow whose code calls ctx.start_activity, ctx.gather, ctx.map, ctx.child or
         ctx.start_child is refused here, naming them: this runner makes one step at a
-        time, and would otherwise fail half-way through the run."""
+        time, and would otherwise fail half-way through the run.
+
+        `faults`: a `FaultPlan` (or a list of rules, or its JSON), checked whole before
+        anything is recorded; `seed`: the run's seed for its fault draws (the engine's
+        draws: the same plan and seed fail the same attempts on both). A `Crash` ends this
+        process (exit status 137); start a runner again (DBOS recovers the run at launch)
+        to carry on. `Latency`, `Timeout`, `Hang` and rules with ``between=`` are refused
+        with `BadValue`: they need virtual time."""
         uses = sorted(_names(getattr(workflow, "__code__", None)) & set(CONCURRENT_CALLS))
         if uses:
             raise not_on_dbos(", ".join(f"ctx.{name}" for name in uses), None)
+        check_seed(seed, "DBOSRunner.start")
+        plan = _plan_on_dbos(faults)
         name = self.register(workflow)
         h.to_json(input, "the workflow input", f"start({name})")
         run_id = run_id or str(_uuid.uuid4())
@@ -399,7 +555,11 @@ class DBOSRunner:
                 f"A run with id {run_id!r} already exists on {self.url}; pick another id "
                 f"or read that run with dl.from_dbos(url, {run_id!r}).", run_id=run_id)
         with SetWorkflowID(run_id):
-            DBOS.start_workflow(_dbos_run, name, input)
+            if plan is None and seed == 0:
+                DBOS.start_workflow(_dbos_run, name, input)
+            else:
+                options = {"faults": json.loads((plan or FaultPlan()).to_json()), "seed": seed}
+                DBOS.start_workflow(_dbos_run, name, input, options)
         return run_id
 
     @_outside_event_loop

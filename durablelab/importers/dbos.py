@@ -26,6 +26,7 @@ from ..run import (ATTEMPT_COLUMNS, CRASH_COLUMNS, HISTORY_COLUMNS, WAKEUP_COLUM
 
 RUNNER_WORKFLOW, ATTEMPT_STEP, VALUE_STEP = "durablelab.run", "durablelab.attempt", \
     "durablelab.value"
+FAULT_STEP = "durablelab.fault"     # a Crash rule fired here; the process ended after it
 JSON_FORMATS = (None, "portable_json")
 STATUS = {"SUCCESS": "completed", "ERROR": "failed", "CANCELLED": "failed",
           "MAX_RECOVERY_ATTEMPTS_EXCEEDED": "failed", "PENDING": "running",
@@ -120,10 +121,13 @@ def from_dbos(url: str, workflow_id: str) -> Run:
     args = _json(url, workflow_id, inputs and inputs["inputs"], fmt, "the workflow input")
     positional = (args or {}).get("positionalArgs", [])
     runner = status["name"] == RUNNER_WORKFLOW
-    workflow, run_input = (positional[0], positional[1]) if runner and len(positional) == 2 \
+    runner = runner and len(positional) in (2, 3)
+    workflow, run_input = (positional[0], positional[1]) if runner \
         else (status["name"], positional)
+    options = positional[2] if runner and len(positional) == 3 else None
+    seed = options.get("seed", 0) if isinstance(options, dict) else 0
 
-    history, attempts = [], []
+    history, attempts, crashes = [], [], []
     position = 0
 
     def event(kind, name, ok, value, at, attempt=None, outcome=None, error_class=None,
@@ -162,6 +166,16 @@ def from_dbos(url: str, workflow_id: str) -> Run:
             pass   # a backoff between attempts, or the deadline DBOS.recv keeps for itself
         elif name == VALUE_STEP:
             event(value["kind"], value["kind"], True, value["value"], at)
+        elif name == FAULT_STEP and isinstance(value, dict):
+            # the runner's Crash rule ended the process here (os._exit(137))
+            crashes.append((value["at"] - origin, workflow_id, value["position"],
+                            value["point"], f"Crash rule {value['rule']} "
+                            f"({value['activity']!r} at {value['point']}): the process "
+                            f"exited with status 137"))
+            if value["point"] == "after_effect":   # the attempt in flight died with it
+                attempts.append((value["position"], value["activity"], value["attempt"],
+                                 value["at"] - origin, value["at"] - origin, "crashed", None,
+                                 "the process running this attempt died", None, None))
         elif name == "DBOS.sleep":
             event("sleep", "sleep", True, value, t(step["started_at_epoch_ms"]))
             event("timer_fired", "sleep", True, None, at)
@@ -207,19 +221,19 @@ def from_dbos(url: str, workflow_id: str) -> Run:
         if run_status in ("completed", "failed") else None
     return Run(
         run_id=workflow_id, workflow=workflow, status=run_status, input=run_input,
-        result=result, error=error, seed=0, started_at=0.0, ended_at=ended,
+        result=result, error=error, seed=seed, started_at=0.0, ended_at=ended,
         parent_run_id=status.get("forked_from") or status.get("parent_workflow_id"),
         history=pd.DataFrame(history, columns=HISTORY_COLUMNS).astype({"attempt": "Int64"}),
         attempts=pd.DataFrame(attempts, columns=ATTEMPT_COLUMNS).astype(
             {"attempt": "Int64", "max_attempts": "Int64"}),
         wakeups=pd.DataFrame([], columns=WAKEUP_COLUMNS),
-        crashes=pd.DataFrame([], columns=CRASH_COLUMNS), source="dbos", notes=tuple(notes))
+        crashes=pd.DataFrame(crashes, columns=CRASH_COLUMNS), source="dbos", notes=tuple(notes))
 
 
 def _retried_next(steps: list[dict], step: dict) -> bool:
     """Whether another attempt of the same activity follows this failed one."""
     later = [s for s in steps if s["function_id"] > step["function_id"]
-             and s["function_name"] != "DBOS.sleep"]
+             and s["function_name"] not in ("DBOS.sleep", FAULT_STEP)]
     if not later or later[0]["function_name"] != ATTEMPT_STEP:
         return False
     try:

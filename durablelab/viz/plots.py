@@ -348,7 +348,7 @@ def _draw_run(ax, run, names, origin, size, span, width, legend, instant=False):
     if len(run.wakeups):
         legend.add("wakeup")
 
-    ax.set_yticks(range(len(names)), [_short(n) for n in names], fontsize=_FONT + 0.5)
+    ax.set_yticks(range(len(names)), [_lane_label(n) for n in names], fontsize=_FONT + 0.5)
     ax.set_ylim(bottom, strip - 0.6)
     ax.tick_params(axis="y", length=0)
     ax.tick_params(axis="x", labelsize=_FONT + 0.5)
@@ -483,7 +483,14 @@ def _lanes(run) -> list[str]:
     """Activity names in order of first position, child workflow and Nexus lanes, the
     messages lane, then the waits lane if there are waits."""
     attempts = activity_attempts(run)
-    names = list(dict.fromkeys(attempts.sort_values("position", kind="stable").lane))
+    # An activity's lanes together, in order of its first position; its sub-lanes by number.
+    first = attempts.groupby("lane").position.min()
+    base = dict(zip(attempts.lane, attempts.activity))
+    start = {lane: first[[k for k in first.index if base[k] == base[lane]]].min()
+             for lane in first.index}
+    number = {lane: int(lane.rpartition(" ·")[2]) if lane != base[lane] else 1
+              for lane in first.index}
+    names = sorted(first.index, key=lambda lane: (start[lane], number[lane]))
     names += list(dict.fromkeys(spans(run).lane))
     if len(_messages(run.history)):
         names.append(MESSAGE_LANE)
@@ -567,6 +574,14 @@ def _finite(value) -> bool:
 def _char_width(span: float, width: float) -> float:
     """The width of one label character in x units, for an axes about 80% of `width`."""
     return _FONT * 0.6 / 72 / (0.8 * width) * span
+
+
+def _lane_label(name: str) -> str:
+    """A lane's label, shortened to fit; a sub-lane keeps its number ("·10")."""
+    base, dot, k = name.rpartition(" ·")
+    if dot and k.isdigit():
+        return _short(base, 23 - len(k)) + dot + k
+    return _short(name)
 
 
 def _short(text: str, limit: int = 24) -> str:

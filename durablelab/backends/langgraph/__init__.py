@@ -25,26 +25,28 @@ from __future__ import annotations
 
 from importlib import metadata
 
-from ...errors import unsupported_version
+from ...errors import framework_missing, framework_version
 
-SUPPORTED = {"langgraph": ((1, 0), (2, 0), ">=1.0,<2"),
-             "langgraph-checkpoint-sqlite": ((3, 0), (4, 0), ">=3.0,<4")}
+SUPPORTED = {"langgraph": ("LangGraph", (1, 0), (2, 0), ">=1.0,<2"),
+             "langgraph-checkpoint-sqlite": ("LangGraph's SqliteSaver", (3, 0), (4, 0),
+                                             ">=3.0,<4")}
 
 
 def check_versions(version=metadata.version) -> dict[str, str]:
     """The installed versions of LangGraph and its SQLite checkpointer, checked against
     `SUPPORTED`: this bridge relies on their checkpoint layout and config keys, which are
-    not a public API. Raises `UnsupportedVersionError` naming the version found."""
+    not a public API. Raises `dl.errors.FrameworkError` (an ImportError) naming the version
+    found, or the package missing."""
     found = {}
-    for package, (low, high, text) in SUPPORTED.items():
+    for package, (framework, low, high, text) in SUPPORTED.items():
         try:
             found[package] = installed = version(package)
         except metadata.PackageNotFoundError:
-            raise ImportError(f"durablelab.backends.langgraph needs {package}: "
-                              f"pip install 'durablelab[langgraph]'") from None
+            raise framework_missing("durablelab.backends.langgraph", framework, "langgraph",
+                                    f"no package {package}") from None
         numbers = tuple(int(p) for p in installed.split(".")[:2] if p.isdigit())
         if not low <= numbers < high:
-            raise unsupported_version(package, installed, text, "langgraph")
+            raise framework_version(framework, package, installed, text, "langgraph")
     return found
 
 
