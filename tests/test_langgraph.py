@@ -247,7 +247,8 @@ def test_a_crash_outside_the_explorer_ends_the_process_as_kill_9(tmp_path):
         print("not reached")
     """)
     done = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True,
-                          timeout=120, env={**os.environ, "PYTHONPATH": os.getcwd()})
+                          timeout=120, env={**os.environ, "PYTHONPATH": os.path.dirname(
+                              os.path.dirname(os.path.abspath(__file__)))})
     assert done.returncode == 137, done.stderr
     assert "not reached" not in done.stdout
     assert "Crash rule 0 ('send_receipt' at before_activity)" in done.stderr
