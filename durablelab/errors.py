@@ -321,6 +321,13 @@ class DBOSReadError(DurableLabError, ValueError):
     fields = ("url", "workflow_id", "what")
 
 
+class LangGraphReadError(DurableLabError, ValueError):
+    """A LangGraph checkpoint file, thread or value that cannot be read as a durablelab run
+    (not a SqliteSaver file, no such thread, a pickled value). `what` says which."""
+
+    fields = ("path", "thread_id", "what")
+
+
 class DatasetError(DurableLabError, FileNotFoundError):
     """A dataset the lessons read (named fault plans, recorded histories, model scenarios)
     is not where this durablelab keeps them: `path` is where it looked, `what` what was
@@ -458,7 +465,8 @@ class AgentConfigError(DurableLabError, ValueError, TypeError):
 
 
 class FrameworkError(DurableLabError, ImportError):
-    """A bridge to another framework (`durablelab.agents.pydantic_ai`) cannot load: the
+    """A bridge to another framework (`durablelab.agents.pydantic_ai`,
+    `durablelab.backends.langgraph`) cannot load: the
     framework is not installed, or its version is outside the range the bridge is tested
     with. `extra` names the durablelab extra that installs a supported one."""
 

@@ -101,6 +101,10 @@ SLOW_TESTS = {  # file -> {test function (all its parameters) -> why it is slow}
     "test_bad_input.py": {
         "test_second_process_gets_a_clear_lock_error": "a child Python process holds the file",
     },
+    "test_langgraph.py": {
+        "test_a_crash_outside_the_explorer_ends_the_process_as_kill_9":
+            "a child Python process imports LangGraph and dies with exit status 137",
+    },
     "test_heartbeat.py": {
         "test_details_survive_kill_9_and_the_recovered_attempt_resumes":
             "kill -9 of a worker process",
