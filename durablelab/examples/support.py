@@ -199,3 +199,14 @@ class Day:
             else:
                 engine.signal(run_id, what, value, signal_id=f"{run_id}:{what}")
         engine.advance(max(0.0, instant - engine.clock.now()))
+
+
+#: a long ticket thread: 160 messages, about 9 kB of text.
+THREAD = "\n".join(f"customer: message {i} about the kettle that arrived broken"
+                   for i in range(160))
+
+
+def load_thread(ticket_id: str) -> dict:
+    """The whole thread of a ticket, as a ticket system's API would return it."""
+    return {"ticket": ticket_id, "transcript": THREAD}
+

@@ -12,9 +12,7 @@ from __future__ import annotations
 from . import Stop, exercise
 
 HOUR, DAY = 3600.0, 86400.0
-#: 17.2: the lesson's thread (a 9 kB transcript) and a model draft of exactly 1,000 bytes of JSON.
-THREAD = "\n".join(f"customer: message {i} about the kettle that arrived broken"
-                   for i in range(160))
+#: 17.2: a model draft of exactly 1,000 bytes of JSON (the transcript is the lesson's).
 DRAFT = "d" * 998
 
 
@@ -85,8 +83,9 @@ def alert_rule(fn):
 
 
 def _recorded(ctx, n):
+    from ..examples.support import load_thread
     for _ in range(n):
-        ctx.activity("load_thread", lambda: {"transcript": THREAD})
+        ctx.activity("load_thread", load_thread, "T-0042")
         ctx.activity("model", lambda: DRAFT)
 
 

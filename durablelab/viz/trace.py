@@ -91,13 +91,13 @@ def trace_plot(spans, run_id: str | None = None, *, unit: str | None = None,
     y = {lane: len(lanes) - 1 - i for i, lane in enumerate(lanes)}
     least = _MIN_WIDTH * span
 
-    def bar(s, lane, colour, hatch=None):
+    def bar(s, lane, colour, hatch=None, zorder=2):
         a, b = s.start_time / _NS - origin, s.end_time / _NS - origin
         if b < left or a > right:
             return
         a, b = max(a, left), min(max(b, a + least), right + least)
         ax.barh(y[lane], (b - a) / size, left=a / size, height=0.6, color=colour,
-                hatch=hatch, edgecolor="#222222", linewidth=0.4)
+                hatch=hatch, edgecolor="#222222", linewidth=0.4, zorder=zorder)
 
     for s in run_spans:
         bar(s, "run", RUN_COLOUR)
@@ -108,7 +108,10 @@ def trace_plot(spans, run_id: str | None = None, *, unit: str | None = None,
         error = _attr(s, "durablelab.error_class")
         colour = ERROR_COLOURS.get(error, OTHER_ERROR)
         seen.setdefault(error, colour)
-        bar(s, _attr(s, "durablelab.activity") or s.name[8:], colour, _HATCH.get(error))
+        # a failed attempt on top: where bars meet (a whole morning in one sliver of a
+        # three-day axis), the failure is what should show
+        bar(s, _attr(s, "durablelab.activity") or s.name[8:], colour, _HATCH.get(error),
+            zorder=2 if error is None else 3)
 
     counts = {"run": len(run_spans), "wake-ups": len(wakeups)}
     for name in activities:
