@@ -22,6 +22,13 @@ def divergence_plot(runs, **options):
     return make(runs, **options)
 
 
+def trace_plot(spans, run_id=None, **options):
+    """A matplotlib Figure of one run's OpenTelemetry spans (`dl.tracing.instrument`):
+    run, wake-ups and attempts as bars on the engine's clock."""
+    from .trace import trace_plot as make
+    return make(spans, run_id, **options)
+
+
 def run_html(run) -> str:
     """The notebook display of a Run: status, result or error, attempts and wake-ups."""
     from .html import run_html as make
@@ -37,4 +44,5 @@ def __getattr__(name):
     raise AttributeError(f"module 'durablelab.viz' has no attribute {name!r}")
 
 
-__all__ = ["timeline", "compare_plot", "divergence_plot", "run_html", "ReplayExplorer"]
+__all__ = ["timeline", "compare_plot", "divergence_plot", "trace_plot", "run_html",
+           "ReplayExplorer"]
