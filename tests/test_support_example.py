@@ -1,4 +1,4 @@
-"""The support fleet of lesson 17 (durablelab.examples.support): the same day on every run,
+"""The support fleet of lesson 16 (durablelab.examples.support): the same day on every run,
 with what the lesson reads off it: a morning of 429s, a flaky order service, five huge
 attachments, refunds whose approval deadline falls in the evening, and a three-day wait."""
 

@@ -1,4 +1,4 @@
-"""A day of a support agent fleet: the worked example of lesson 17 (operating durable agents).
+"""A day of a support agent fleet: the worked example of lesson 16 (operating durable agents).
 
 Each run answers one support ticket. The agent looks the order up in a flaky order service,
 reads the ticket's attachment if it has one (a few are huge: a product manual, a device

@@ -1,9 +1,9 @@
-"""Checkers for the exercises of lesson 17 (operating durable agents).
+"""Checkers for the exercises of lesson 16 (operating durable agents).
 
-17.1 builds small boards whose right pages are known by construction (an overdue approval,
+16.1 builds small boards whose right pages are known by construction (an overdue approval,
 a wait without a deadline a day old, ones that must stay quiet) and calls the learner's
-alert rule on each. 17.2 records a transcript and model drafts under the learner's
-threshold and reads what went to the payloads table. 17.3 runs the crash and counts the
+alert rule on each. 16.2 records a transcript and model drafts under the learner's
+threshold and reads what went to the payloads table. 16.3 runs the crash and counts the
 attempt spans the trace really holds.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 from . import Stop, exercise
 
 HOUR, DAY = 3600.0, 86400.0
-#: 17.2: a model draft of exactly 1,000 bytes of JSON (the transcript is the lesson's).
+#: 16.2: a model draft of exactly 1,000 bytes of JSON (the transcript is the lesson's).
 DRAFT = "d" * 998
 
 
@@ -58,7 +58,7 @@ _WHY = {"past-deadline": "the run past its deadline",
         "finished": "a run that is not waiting"}
 
 
-@exercise("17.1", "An alert rule",
+@exercise("16.1", "An alert rule",
           "your function alerts(board) that returns the run ids to page for")
 def alert_rule(fn):
     if not callable(fn):
@@ -89,7 +89,7 @@ def _recorded(ctx, n):
         ctx.activity("model", lambda: DRAFT)
 
 
-@exercise("17.2", "Choose a threshold",
+@exercise("16.2", "Choose a threshold",
           "a payload_threshold in bytes that stores the transcript once and keeps the "
           "drafts inline")
 def choose_threshold(threshold):
@@ -118,7 +118,7 @@ def choose_threshold(threshold):
                                    "threshold")
 
 
-@exercise("17.3", "Spans after a crash",
+@exercise("16.3", "Spans after a crash",
           "the number of attempt spans the trace holds for the crashed run")
 def spans_after_a_crash(answer):
     if isinstance(answer, bool) or not isinstance(answer, (int, float)):
@@ -137,7 +137,7 @@ def spans_after_a_crash(answer):
 
 
 def crashed_run_spans() -> tuple[int, int]:
-    """(attempt spans, events replayed by wake-ups) of 17.3's run: a question ticket whose
+    """(attempt spans, events replayed by wake-ups) of 16.3's run: a question ticket whose
     worker dies right after the model's answer was recorded."""
     import durablelab as dl
     from ..examples import support

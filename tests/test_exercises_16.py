@@ -1,4 +1,4 @@
-"""Lesson 17's checkers refuse the wrong answers learners most often give: an alert rule that
+"""Lesson 16's checkers refuse the wrong answers learners most often give: an alert rule that
 reads only `.overdue` (blind to waits without a deadline) or pages for every waiting run; a
 threshold above the transcript (the lesson's 64 kB) or below the drafts; a span count that
 gives replayed steps a span of their own."""
@@ -28,19 +28,19 @@ def broken(board):
 
 # (exercise, a wrong answer, words the verdict must say)
 WRONG = [
-    ("17.1", only_overdue, "does not page for the wait without a deadline"),
-    ("17.1", every_waiting_run, "pages for a run still within its deadline"),
-    ("17.1", no_deadline_at_any_age, "only hours old"),
-    ("17.1", broken, "raised KeyError"),
-    ("17.1", lambda board: 42, "return the run ids"),
-    ("17.1", "overdue", "give the function itself"),
-    ("17.2", 65536, "the transcript is still stored inline"),
-    ("17.2", 500, "the drafts are stored by reference too"),
-    ("17.2", 0, "must be a number of bytes >= 1"),
-    ("17.2", 4096.0, "give a whole number of bytes"),
-    ("17.3", 7, "does a step the fresh worker replayed"),
-    ("17.3", 1, "fewer than the trace holds"),
-    ("17.3", "four", "give a number of spans"),
+    ("16.1", only_overdue, "does not page for the wait without a deadline"),
+    ("16.1", every_waiting_run, "pages for a run still within its deadline"),
+    ("16.1", no_deadline_at_any_age, "only hours old"),
+    ("16.1", broken, "raised KeyError"),
+    ("16.1", lambda board: 42, "return the run ids"),
+    ("16.1", "overdue", "give the function itself"),
+    ("16.2", 65536, "the transcript is still stored inline"),
+    ("16.2", 500, "the drafts are stored by reference too"),
+    ("16.2", 0, "must be a number of bytes >= 1"),
+    ("16.2", 4096.0, "give a whole number of bytes"),
+    ("16.3", 7, "does a step the fresh worker replayed"),
+    ("16.3", 1, "fewer than the trace holds"),
+    ("16.3", "four", "give a number of spans"),
 ]
 
 
