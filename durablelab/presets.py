@@ -11,6 +11,8 @@ where), and mapped onto durablelab's policy fields. Where the tool does somethin
   use ``jitter="none"``: their waits are the documented caps.
 - durablelab never retries what `dl.classify` calls `NonRetryable` (HTTP 400, 401, 404,
   validation errors), whatever the policy; each tool has its own list.
+- ``"prefect-task-retries"`` retries at once, without waiting, as Prefect does when a
+  task sets ``retries`` and no ``retry_delay_seconds``.
 - ``"tenacity-bare"`` retries forever without waiting. Under a virtual clock an attempt
   takes no time, so such a run would retry at one instant forever: `dl.sweep` refuses a
   policy without limit and without wait, and says how to give it one.
@@ -33,6 +35,8 @@ _PRESETS = {
                                  max_interval=0.0, jitter="none"),
     "stamina-default": RetryPolicy(max_attempts=10, initial=0.1, backoff=2.0,
                                    max_interval=5.0, jitter="none"),
+    "prefect-task-retries": RetryPolicy(max_attempts=4, initial=0.0, backoff=1.0,
+                                        max_interval=0.0, jitter="none"),
     "no-retries": RetryPolicy(max_attempts=1),
 }
 
@@ -47,8 +51,14 @@ _SOURCES = {
         "LangGraph RetryPolicy (langgraph.types): initial_interval: float = 0.5, "
         "backoff_factor: float = 2.0, max_interval: float = 128.0, max_attempts: int = 3, "
         "jitter: bool = True. https://reference.langchain.com/python/langgraph/types/"
-        "RetryPolicy. Its jitter adds random.uniform(0, 1) s to each interval; not modelled "
-        "here (jitter=\"none\")."),
+        "RetryPolicy. Checked against langgraph 1.2.24 (langgraph/pregel/_retry.py): "
+        "max_attempts counts the first attempt; the wait after failure n is "
+        "min(max_interval, initial_interval * backoff_factor ** (n - 1)) + "
+        "random.uniform(0, 1): the jitter is *added* after the cap, so every wait is up to "
+        "1 s longer than the cap. A RetryPolicy cannot add jitter, so this preset waits "
+        "the caps (jitter=\"none\"): 0.5 s then 1 s, where LangGraph waits 0.5-1.5 s then "
+        "1-2 s. Its default retry_on retries 5xx and connection errors, not an httpx 429; "
+        "durablelab retries what dl.classify calls retryable."),
     "openai-client-default": (
         "The OpenAI Python client's own retries: \"Max retries: 2 attempts (3 total requests "
         "including the initial attempt)\", exponential backoff with jitter "
@@ -69,6 +79,16 @@ _SOURCES = {
         "(https://tessl.io/registry/tessl/pypi-stamina/files/docs/retry-core.md, "
         "https://pypi.org/project/stamina/). The additive jitter and the 45 s total timeout "
         "are not modelled here (give the activity schedule_to_close=45 for the latter)."),
+    "prefect-task-retries": (
+        "Prefect's @task(retries=3): \"To enable retries, pass retries and "
+        "retry_delay_seconds parameters to your task\"; without retry_delay_seconds the "
+        "task is retried at once: the settings PREFECT_TASKS_DEFAULT_RETRIES and "
+        "PREFECT_TASKS_DEFAULT_RETRY_DELAY_SECONDS both default to 0 "
+        "(https://docs.prefect.io/v3/how-to-guides/workflows/retries; "
+        "prefect/settings/models/tasks.py, TasksSettings.default_retry_delay_seconds: "
+        "default=0). retries counts the retries, so retries=3 is max_attempts=4, with no "
+        "wait and no jitter. Prefect retries any exception (unless retry_condition_fn says "
+        "otherwise); durablelab does not retry what dl.classify calls NonRetryable."),
     "no-retries": (
         "No retries at all: one attempt (max_attempts=1), what a bare function call does."),
 }

@@ -414,7 +414,7 @@ def test_heatmap_and_load_plot_draw_labelled_figures():
 def test_presets_mimic_documented_defaults_and_say_where():
     assert list(dl.presets) == ["temporal-default", "langgraph-default",
                                 "openai-client-default", "tenacity-bare", "stamina-default",
-                                "no-retries"]
+                                "prefect-task-retries", "no-retries"]
     for name, policy in dl.presets.items():
         assert isinstance(policy, dl.RetryPolicy)
         assert "http" in dl.presets.sources[name] or name == "no-retries"
