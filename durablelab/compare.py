@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from .budget import answer_usage
+from .errors import bad_type, bad_value
 from .export import as_runs
 from .run import Run
 
@@ -25,15 +26,18 @@ from .run import Run
 RETRY_OUTCOMES = ("transient", "rate_limited", "timeout", "malformed", "non_retryable",
                   "circuit_open")
 
-COLUMNS = ["status", "virtual_duration", "attempts", "activities", "retries",
+COLUMNS = ["source", "status", "virtual_duration", "attempts", "activities", "retries",
            *[f"retries_{o}" for o in RETRY_OUTCOMES], "retries_other", "crashes",
            "effect_reexecutions", "duplicates_prevented", "model_calls", "input_tokens",
            "output_tokens", "tokens", "cost", "wakeups", "events_replayed", "history_events", "history_bytes"]
 
+#: the world's ledgers, added by ``compare(runs, world=...)``.
+LEDGER_COLUMNS = ["model_calls_paid", "cost_paid", "effects", "duplicate_effects"]
+
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
 
 
-def compare(runs) -> pd.DataFrame:
+def compare(runs, world=None) -> pd.DataFrame:
     """A DataFrame of metrics, one row per run, indexed by ``run_id``.
 
     `runs` is a list of `Run`, a single `Run`, an `Engine` (all its runs) or the path of a
@@ -41,6 +45,8 @@ def compare(runs) -> pd.DataFrame:
     ``{label: experiment}``) give their ``cells`` side by side instead, one frame with an
     ``experiment`` column first. Columns for runs (times in seconds of the engine's clock):
 
+    - ``source``: who recorded the run: ``"durablelab"``, ``"temporal"``, ``"dbos"`` or
+      ``"langgraph"`` (`Run.source`; an export keeps it).
     - ``status``: running, waiting, completed, failed, continued or diverged.
     - ``virtual_duration``: ``ended_at - started_at``; for an unfinished run,
       ``Run.latest_at - started_at``: the latest instant it recorded (an event, the end of
@@ -88,16 +94,87 @@ def compare(runs) -> pd.DataFrame:
       payload: for each event, the UTF-8 bytes of its name plus those of its value as
       compact JSON (a missing value counts 0). It measures what a run stores and replays,
       the same for a run from the engine and one loaded from an export.
+
+    `world`: the simulated world each run met, to add its ledgers (`LEDGER_COLUMNS`):
+    ``{run_id: world}``, or one world when there is one run. A world is what
+    ``world(clock)`` returns in a sweep: an object or dict whose attributes or items are
+    services (`dl.sim.Payments`, ...) and models (`dl.sim.SimLLM`, `dl.agents.FakeChatServer`),
+    or one of these alone. Its ledgers count what really happened outside, whatever the
+    run's records show:
+
+    - ``model_calls_paid``: requests the models answered (``SimLLM.usage["calls"]``,
+      ``FakeChatServer.answered``), broken answers included: what was billed.
+    - ``cost_paid``: dollars the models billed (``SimLLM.usage["cost"]``; 0 for a model
+      without prices).
+    - ``effects``: effects the services created (``len(service.effects)``), repeats
+      included.
+    - ``duplicate_effects``: effects created again for an idempotency key that already had
+      one (``service.duplicate_effects``); a repeat without a key shows only in ``effects``.
+
+    A run the mapping leaves out gets missing values (``<NA>``) there. Raises `BadValue`
+    for a world given with several runs and no mapping, or a mapping naming a run that is
+    not compared; `BadType` for `world` with experiments (a sweep already counts its
+    world's duplicate effects).
     """
     from .experiments import Experiment, compare_experiments
     items = list(runs.values()) if isinstance(runs, dict) else (
         [runs] if isinstance(runs, Experiment) else runs if isinstance(runs, (list, tuple))
         else None)
     if items and all(isinstance(item, Experiment) for item in items):
+        if world is not None:
+            raise bad_type("dl.compare", "world", "world= goes with runs, not experiments: "
+                           "a sweep counts its world's duplicate effects in its own frame "
+                           "(the duplicate_effects column); drop world=")
         return compare_experiments(runs)
-    rows = [metrics(run) for run in as_runs(runs)]
+    runs = as_runs(runs)
+    rows = [metrics(run) for run in runs]
     frame = pd.DataFrame(rows, columns=["run_id", *COLUMNS]).set_index("run_id")
+    if world is not None:
+        worlds = _worlds(world, [run.run_id for run in runs])
+        counted = [ledgers(worlds[run.run_id]) if run.run_id in worlds else
+                   dict.fromkeys(LEDGER_COLUMNS, pd.NA) for run in runs]
+        for column in LEDGER_COLUMNS:
+            dtype = "Float64" if column == "cost_paid" else "Int64"
+            frame[column] = pd.array([row[column] for row in counted], dtype=dtype)
     return frame
+
+
+def ledgers(world) -> dict[str, Any]:
+    """What a simulated world's ledgers counted (see `compare`'s `world`): model calls
+    paid, their cost, effects and duplicate effects, summed over its services and models."""
+    paid, cost, effects, duplicates, seen = 0, 0.0, 0, 0, set()
+    for _, part in parts(world):
+        if id(part) in seen:            # one service under two names counts once
+            continue
+        seen.add(id(part))
+        usage = getattr(part, "usage", None)
+        if isinstance(usage, dict) and isinstance(usage.get("calls"), int):     # SimLLM
+            paid += usage["calls"]
+            cost += float(usage.get("cost", 0.0))
+        elif isinstance(getattr(part, "answered", None), int):      # FakeChatServer
+            paid += part.answered
+        if isinstance(getattr(part, "effects", None), list) and isinstance(
+                getattr(part, "duplicate_effects", None), int):     # a Service
+            effects += len(part.effects)
+            duplicates += part.duplicate_effects
+    return {"model_calls_paid": paid, "cost_paid": cost, "effects": effects,
+            "duplicate_effects": duplicates}
+
+
+def _worlds(world, run_ids: list[str]) -> dict:
+    """{run_id: world} from compare's `world`: a mapping by run id, or one world for one run."""
+    if isinstance(world, dict) and any(key in run_ids for key in world):
+        unknown = [key for key in world if key not in run_ids]
+        if unknown:
+            raise bad_value("dl.compare", "world", f"world= names run {unknown[0]!r}, which "
+                            f"is not among the runs compared ({', '.join(run_ids)}); give "
+                            f"{{run_id: world}} for the runs compared")
+        return dict(world)
+    if len(run_ids) != 1:
+        raise bad_value("dl.compare", "world", f"one world for {len(run_ids)} runs: its "
+                        f"ledgers would be counted for each; give each run its own world, "
+                        f"world={{run_id: world}}")
+    return {run_ids[0]: world}
 
 
 def metrics(run: Run) -> dict[str, Any]:
@@ -142,6 +219,7 @@ def metrics(run: Run) -> dict[str, Any]:
     usage_out = sum(u[1] for u in usage) + broken.get("output_tokens", 0)
     return {
         "run_id": run.run_id,
+        "source": run.source,
         "status": run.status,
         "virtual_duration": _duration(run),
         "attempts": n_attempts,
@@ -185,4 +263,10 @@ def _size(text: Any) -> int:
     return len(str(text).encode("utf-8", "backslashreplace"))
 
 
-__all__ = ["compare", "metrics", "COLUMNS", "RETRY_OUTCOMES"]
+def parts(world):
+    # the experiments' own reading of a world, imported late: experiments imports compare
+    from .experiments.runner import parts as world_parts
+    return world_parts(world)
+
+
+__all__ = ["compare", "metrics", "ledgers", "COLUMNS", "LEDGER_COLUMNS", "RETRY_OUTCOMES"]

@@ -79,7 +79,7 @@ def one_run(workflow, faults=None):
 def test_server_errors_on_attempts_1_and_2_are_two_transient_retries():
     _, row = one_run(fetch_wf, [ServerError("fetch", attempts=[1, 2])])
     assert row.to_dict() == {
-        "status": "completed", "virtual_duration": 3.0,    # backoff 1 s, then 2 s
+        "source": "durablelab", "status": "completed", "virtual_duration": 3.0,  # 1 s, 2 s
         "attempts": 3, "activities": 1, "retries": 2, "retries_transient": 2,
         "retries_rate_limited": 0, "retries_timeout": 0, "retries_malformed": 0,
         "retries_non_retryable": 0, "retries_circuit_open": 0, "retries_other": 0,
