@@ -333,7 +333,7 @@ class AttemptRunner:
             with heartbeat.attempt(self.host.store, self.host.clock, state.run_id, position,
                                    len(previous) + 1, name):
                 result = fn(*req.args, **kwargs)
-                if inspect.isawaitable(result):   # an `async def` activity
+                if aio.awaitable(result):   # an `async def` activity
                     result = aio.run(result)
         except Exception as exc:
             if req.policy.is_non_retryable(exc) and not isinstance(exc, NonRetryable):

@@ -11,8 +11,20 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import inspect
 import threading
 from typing import Any, Awaitable
+
+# What plain activities return. None of these is awaitable, and asking inspect.isawaitable
+# about one costs an isinstance check against collections.abc.Awaitable (about 0.3 µs) on
+# every fresh step of every run.
+_PLAIN = frozenset({dict, list, str, int, float, bool, type(None), tuple})
+
+
+def awaitable(value: Any) -> bool:
+    """`inspect.isawaitable(value)`: is this an activity's coroutine (or other awaitable)
+    to await before its result can be recorded? Answered at once for plain values."""
+    return type(value) not in _PLAIN and inspect.isawaitable(value)
 
 
 def run(awaitable: Awaitable) -> Any:
