@@ -41,7 +41,15 @@ Figures:
   5. bytes of storage per step: (file size after the run - size of an empty store) / N, with
      SQLite's WAL checkpointed and DuckDB's file closed. DuckDB grows its file in 256 KiB
      blocks, so its figure is coarse at small N. Temporal: the JSON file, and the same
-     history as protobuf (the server's encoding).
+     history as protobuf (the server's encoding);
+  6. fan-out: the same N steps started at once and gathered, as a run from start to
+     completed, per activity, and against the same system's sequential step (figure 1):
+     durablelab ctx.start_activity x N + ctx.gather (every mode) and ctx.map (sync, file),
+     checked to have had all N in flight at once; DBOS an async workflow gathering N async
+     steps (asyncio.gather: DBOS's concurrent steps), checked to overlap by DBOS's own step
+     timestamps; LangGraph N Send branches of one node in one super-step (checked), results
+     gathered by a reducer, and N @task calls before waiting on their futures. Temporal has
+     no fan-out figure: a fresh run needs a server.
 
 Nothing here asserts a time. The asserts check that each measurement did what it claims.
 """
@@ -80,6 +88,13 @@ LG_LABELS = {"graph": "LangGraph graph (SqliteSaver, sync)",
              "task": "LangGraph @task (SqliteSaver, sync)"}
 TEMPORAL_LABELS = {False: "Temporal Replayer (unsandboxed)",
                    True: "Temporal Replayer (sandboxed)"}
+# Figure 6, the fan-out: N activities started at once and gathered, per system.
+DL_FANOUT = {(d, f): f"{DL} start_activity + gather, {d}, {'file' if f else 'in memory'}"
+             for d, f in MODES}
+DL_MAP = f"{DL} ctx.map, sync, file"
+DBOS_FANOUT = f"{DBOS_LABEL}, asyncio.gather of async steps"
+LG_FANOUT = {"graph": "LangGraph graph, Send (SqliteSaver, sync)",
+             "task": "LangGraph @task futures (SqliteSaver, sync)"}
 INSTALL_HINT = 'install the peers with: .venv/bin/pip install -e ".[bench]"'
 
 # Set in a crash child: the final step kills the process (os._exit: no cleanup, no flush,
@@ -195,6 +210,50 @@ def dl_recover(results, crashed: Path, work: Path, n: int, notes: set) -> None:
     results.add("4", n, f"· {DL}: run_until_idle(), replay + final step", t2 - t1, base)
 
 
+def dl_fanout_gather(ctx, n):
+    """Figure 6: N activities started at once (each takes its position at the call), then
+    one wait for all of them."""
+    return len(ctx.gather(*[ctx.start_activity("step", step, i) for i in range(n)]))
+
+
+def dl_fanout_map(ctx, n):
+    """Figure 6 again, written as a fan-out over a list: ctx.map, no limit."""
+    return len(ctx.map("step", step, range(n)))
+
+
+def all_started_before_any_ended(history, n: int) -> bool:
+    """True when a run's history holds N started activities and their N ends, every start
+    before the first end: all N were in flight at once."""
+    starts = history.position[history.kind == "start_activity"]
+    ends = history.position[(history.kind == "activity") & history.handle.notna()]
+    return len(starts) == n and len(ends) == n and starts.max() < ends.min()
+
+
+def dl_fanout(results, tmp: Path, n: int, r: int) -> None:
+    """Figure 6 for durablelab: start_activity + gather in every mode, ctx.map in sync on a
+    file; per activity, from start to completed on a new engine (as figure 1)."""
+    cases = [(DL_FANOUT[mode], dl_fanout_gather, *mode) for mode in MODES]
+    cases.append((DL_MAP, dl_fanout_map, "sync", True))
+    for label, workflow, durability, on_file in cases:
+        path = tmp / f"dl-fanout-{durability}-{n}-{r}.duckdb" if on_file else None
+        engine = dl.Engine(path, durability=durability)
+        try:
+            base = baseline_per_call(n)
+            gc.collect()
+            t0 = perf_counter()
+            run_id = engine.start(workflow, n)
+            engine.run_until_idle()
+            elapsed = perf_counter() - t0
+            run = engine.run(run_id)
+            assert run.status == "completed" and run.result == n, (run.status, run.error)
+            assert all_started_before_any_ended(run.history, n), "the activities did not overlap"
+        finally:
+            engine.close()
+        results.add("6", n, label, elapsed / n, base)
+        if path is not None:
+            remove_store(path)
+
+
 # --- DBOS ------------------------------------------------------------------------------------
 _DBOS = None
 
@@ -233,9 +292,21 @@ def dbos_api() -> SimpleNamespace:
             PROBE["ended"] = perf_counter()
             return result
 
+        # Figure 6. DBOS runs steps concurrently in an async workflow: each async step takes
+        # its step number when its task first runs, and asyncio starts tasks in the order
+        # they were created, so the numbers follow the code (DBOS's documented pattern).
+        @DBOS.step()
+        async def dbos_async_step(i):
+            return step(i)
+
+        @DBOS.workflow()
+        async def dbos_fanout(n):
+            return len(await asyncio.gather(*[dbos_async_step(i) for i in range(n)]))
+
         from importlib.metadata import version
         _DBOS = SimpleNamespace(DBOS=DBOS, SetWorkflowID=SetWorkflowID, steps=dbos_steps,
-                                crashing=dbos_crashing, version=version("dbos"))
+                                crashing=dbos_crashing, fanout=dbos_fanout,
+                                version=version("dbos"))
     return _DBOS
 
 
@@ -296,6 +367,46 @@ def dbos_fresh(results, tmp: Path, n: int, r: int, storage: dict | None) -> None
     remove_store(tmp / f"dbos-empty-{n}.sqlite")
 
 
+def most_in_flight(intervals) -> int:
+    """The most (start, end) intervals open at one instant, each half-open, so one that ends
+    as another starts does not overlap it (an empty one, start == end, overlaps nothing)."""
+    edges = sorted([(end, -1) for start, end in intervals if end > start]
+                   + [(start, 1) for start, end in intervals if end > start])
+    most = now = 0
+    for _, change in edges:
+        now += change
+        most = max(most, now)
+    return most
+
+
+def dbos_fanout(results, tmp: Path, n: int, r: int, notes: set) -> None:
+    """Figure 6 for DBOS: an async workflow gathering N async steps, on a new SQLite file."""
+    path = tmp / f"dbos-fanout-{n}-{r}.sqlite"
+    sqlite_wal(path)
+    api = dbos_launch(path)
+    try:
+        base = baseline_per_call(n)
+        gc.collect()
+        t0 = perf_counter()
+        with api.SetWorkflowID("fanout"):
+            result = asyncio.run(api.fanout(n))
+        elapsed = perf_counter() - t0
+        assert result == n, result
+        recorded = api.DBOS.list_workflow_steps("fanout")
+    finally:
+        dbos_destroy()
+    assert [s["output"] for s in recorded] == [step(i) for i in range(n)], "steps missing"
+    # DBOS's own step timestamps (ms): the steps really overlapped.
+    most = most_in_flight([(s["started_at_epoch_ms"], s["completed_at_epoch_ms"])
+                           for s in recorded])
+    assert most >= 2, "DBOS ran the async steps one after another"
+    if r == 0:
+        notes.add(f"{DBOS_FANOUT}, N={n:,}: up to {most:,} of the {n:,} steps in flight at "
+                  f"once in the first repeat (DBOS's step timestamps, in ms)")
+    results.add("6", n, DBOS_FANOUT, elapsed / n, base)
+    remove_store(path)
+
+
 def dbos_recover(results, crashed: Path, work: Path, n: int) -> None:
     path, base = fresh_copy(crashed, work, "crash.sqlite", n)
     t0 = perf_counter()
@@ -335,11 +446,13 @@ _LG = None
 def lg_api() -> SimpleNamespace:
     global _LG
     if _LG is None:
-        from typing import TypedDict
+        import operator
+        from typing import Annotated, TypedDict
 
         from langgraph.checkpoint.sqlite import SqliteSaver
         from langgraph.func import entrypoint, task
         from langgraph.graph import END, START, StateGraph
+        from langgraph.types import Send
 
         @task
         def lg_step(i):
@@ -390,12 +503,35 @@ def lg_api() -> SimpleNamespace:
             builder.add_edge("final", END)
             return builder
 
+        # Figure 6. The functional API runs a task when it is called and hands back a
+        # future: call N, then wait for them all. The graph API fans out with Send: the
+        # edge out of START sends one item to each of N copies of a node, which run in one
+        # super-step; a reducer (operator.add) gathers their results into the state.
+        def task_fanout(n):
+            futures = [lg_step(i) for i in range(n)]
+            return len([f.result() for f in futures])
+
+        # Built by call: this file's annotations are strings (from __future__), and these
+        # names are local, where LangGraph could not resolve the reducer from a string.
+        FanState = TypedDict("FanState", {"n": int, "results": Annotated[list, operator.add]})
+
+        def send_all(state):
+            return [Send("step", i) for i in range(state["n"])]
+
+        def fan_step(i):
+            return {"results": [step(i)]}
+
+        fanout = StateGraph(FanState)
+        fanout.add_node("step", fan_step)
+        fanout.add_conditional_edges(START, send_all, ["step"])
+        fanout.add_edge("step", END)
+
         from importlib.metadata import version
         _LG = SimpleNamespace(SqliteSaver=SqliteSaver, entrypoint=entrypoint,
                               task_steps=task_steps, task_crashing=task_crashing,
-                              graph_steps=graph(step, END),
+                              task_fanout=task_fanout, graph_steps=graph(step, END),
                               graph_crashing=graph(counted_step, "final"),
-                              version=version("langgraph"))
+                              graph_fanout=fanout, version=version("langgraph"))
     return _LG
 
 
@@ -491,6 +627,39 @@ def lg_recover(results, crashed: Path, work: Path, n: int, kind: str, notes: set
         results.add("4", n, f"· {label}: connect + SqliteSaver + compile", t1 - t0, base)
         results.add("4", n, f"· {label}: invoke(None): load checkpoint + final step",
                     t2 - t1, base)
+
+
+def lg_fanout(results, tmp: Path, n: int, r: int, kind: str) -> None:
+    """Figure 6 for LangGraph: N tasks called before any is waited for ('task'), or N Send
+    branches in one super-step ('graph'), with SqliteSaver and durability="sync"."""
+    api = lg_api()
+    label = LG_FANOUT[kind]
+    path = tmp / f"lg-{kind}-fanout-{n}-{r}.sqlite"
+    con = sqlite3.connect(path, check_same_thread=False)
+    try:
+        saver = api.SqliteSaver(con)
+        saver.setup()
+        if kind == "task":
+            runnable, given = api.entrypoint(checkpointer=saver)(api.task_fanout), n
+        else:
+            runnable, given = api.graph_fanout.compile(checkpointer=saver), {"n": n,
+                                                                             "results": []}
+        config = {"configurable": {"thread_id": "fanout"}}
+        base = baseline_per_call(n)
+        gc.collect()
+        t0 = perf_counter()
+        result = runnable.invoke(given, config, durability="sync")
+        elapsed = perf_counter() - t0
+        if kind == "task":
+            assert result == n, result
+        else:
+            assert result["results"] == [step(i) for i in range(n)], "branches missing"
+            step_no = runnable.get_state(config).metadata["step"]
+            assert step_no == 1, f"the N branches took {step_no} super-steps, not one"
+    finally:
+        con.close()
+    results.add("6", n, label, elapsed / n, base)
+    remove_store(path)
 
 
 # --- Temporal --------------------------------------------------------------------------------
@@ -751,8 +920,16 @@ FIGURES = {
     "2": "replay per completed step, warm (history in memory)",
     "3": "replay per completed step, cold (open + load + replay after a crash)",
     "4": "recovery of the largest run after a crash, per run (open + load + replay + final)",
+    "6": "fan-out: N activities started at once and gathered (start to completed, per "
+         "activity)",
 }
-UNITS = {"0": "per call", "1": "per step", "2": "per step", "3": "per step", "4": "per run"}
+UNITS = {"0": "per call", "1": "per step", "2": "per step", "3": "per step", "4": "per run",
+         "6": "per activity"}
+# Figure 6's rows beside the same system's sequential step (figure 1).
+SEQUENTIAL = {**{DL_FANOUT[(d, f)]: f"{DL} {d}, {'file' if f else 'in memory'}"
+                 for d, f in MODES},
+              DL_MAP: f"{DL} sync, file", DBOS_FANOUT: DBOS_LABEL,
+              LG_FANOUT["graph"]: LG_LABELS["graph"], LG_FANOUT["task"]: LG_LABELS["task"]}
 
 
 class Results:
@@ -781,9 +958,10 @@ class Results:
                     table.add(f"{figure}", f"N={n:,}  {label}", UNITS[figure], value, base)
         return table
 
-    def ratios(self, figure: str, n: int, mine: str, peer: str) -> list[float]:
+    def ratios(self, figure: str, n: int, mine: str, peer: str,
+               peer_figure: str | None = None) -> list[float]:
         a = self.values.get((figure, n, mine), [])
-        b = self.values.get((figure, n, peer), [])
+        b = self.values.get((peer_figure or figure, n, peer), [])
         return [x / y for x, y in zip(a, b) if x is not None and y]
 
     def median(self, figure: str, n: int, label: str) -> float | None:
@@ -868,6 +1046,23 @@ def comparison(results: Results, sizes, dl_labels: dict, peers: list[str]) -> li
             widths = [max(len(r[i]) for r in cells) for i in range(len(cells[0]))]
             for r in cells:
                 out.append("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    return out
+
+
+def fanout_vs_sequential(results: Results, sizes) -> list[str]:
+    """Figure 6 ÷ figure 1 for each system: what an activity costs in a fan-out against
+    the same system's sequential step, within each repeat."""
+    out = ["fan-out ÷ sequential, the same system: an activity of figure 6 against a step of "
+           "figure 1, within each repeat: median [min–max]."]
+    for n in sizes:
+        rows = []
+        for fan, seq in SEQUENTIAL.items():
+            ratios = results.ratios("6", n, fan, seq, peer_figure="1")
+            if ratios:
+                rows.append(f"  {fan:<58} {fmt_ratio(statistics.median(ratios))} "
+                            f"[{fmt_ratio(min(ratios))}–{fmt_ratio(max(ratios))}]")
+        if rows:
+            out += ["", f"N={n:,}", *rows]
     return out
 
 
@@ -1002,13 +1197,17 @@ def main(argv=None) -> int:
                     dl_fresh(results, tmp, n, r, keep)
                     dl_replay(results, tmp, n)
                     dl_recover(results, crashed[("durablelab", n)], work, n, notes)
+                    dl_fanout(results, tmp, n, r)
                     peers.run("dbos", f"fresh steps, N={n}", dbos_fresh, results, tmp, n, r, keep)
+                    peers.run("dbos", f"fan-out, N={n}", dbos_fanout, results, tmp, n, r, notes)
                     if ("dbos", n) in crashed:
                         peers.run("dbos", f"recovery, N={n}", dbos_recover, results,
                                   crashed[("dbos", n)], work, n)
                     for kind in LG_LABELS:
                         peers.run("langgraph", f"{kind}: fresh steps, N={n}", lg_fresh,
                                   results, tmp, n, r, keep, kind)
+                        peers.run("langgraph", f"{kind}: fan-out, N={n}", lg_fanout,
+                                  results, tmp, n, r, kind)
                         if (f"langgraph-{kind}", n) in crashed:
                             peers.run("langgraph", f"{kind}: resume, N={n}", lg_recover,
                                       results, crashed[(f"langgraph-{kind}", n)], work, n,
@@ -1027,7 +1226,8 @@ def main(argv=None) -> int:
         dbos_destroy_quietly()
 
     # --- print -----------------------------------------------------------------------------
-    systems = [DL, DBOS_LABEL, *LG_LABELS.values(), *TEMPORAL_LABELS.values()]
+    systems = [DL, DBOS_LABEL, LG_LABELS["graph"], LG_FANOUT["graph"], LG_LABELS["task"],
+               LG_FANOUT["task"], *TEMPORAL_LABELS.values()]
     print()
     for figure, title in FIGURES.items():
         print(f"{figure}. {title}")
@@ -1062,9 +1262,14 @@ def main(argv=None) -> int:
         "2": [f"{DL} warm (later wake-ups)", f"{DL} first replay after a load"],
         "3": [DL],
         "4": [DL],
+        "6": [DL_FANOUT[("sync", True)], DL_MAP],
     }
-    peer_labels = [DBOS_LABEL, *LG_LABELS.values(), *TEMPORAL_LABELS.values()]
+    peer_labels = [DBOS_LABEL, *LG_LABELS.values(), *TEMPORAL_LABELS.values(), DBOS_FANOUT,
+                   *LG_FANOUT.values()]
     for line in comparison(results, sizes, dl_labels, peer_labels):
+        print(line)
+    print()
+    for line in fanout_vs_sequential(results, sizes):
         print(line)
     print()
     for line in targets(results, sizes, "10,000 sweep runs under 10 s: "

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from types import MethodType
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from . import fastjson, heartbeat
+from . import aio, fastjson, heartbeat
 from . import history as h
 from .breaker import BreakerState
 from .budget import DISCARDED_KEYS, answer_usage, discarded_usage
@@ -338,8 +338,7 @@ class AttemptRunner:
             with heartbeat.attempt(self.host.store, self.host.clock, state.run_id, position,
                                    len(previous) + 1, name):
                 result = fn(*req.args, **kwargs)
-                if inspect.isawaitable(result):   # an `async def` activity (rare: its
-                    from . import aio               # module loads the first time)
+                if aio.awaitable(result):   # an `async def` activity
                     result = aio.run(result)
                 # The world answers later (dl.sim.after). Its module loads with dl.sim, and
                 # no such answer exists before: `import durablelab` stays the core alone.

@@ -1,19 +1,25 @@
 """The sweep's fast paths give exactly what the plain paths give.
 
 The fresh-step path hands an activity's result back as a copy instead of parsing the JSON it
-just wrote, a sweep reads its world's duplicate effects once per world, and the crash
-explorer reuses one engine between rows. Each case here once came out differently (found by
+just wrote and answers "is this a coroutine to await?" at once for plain values, a sweep
+reads its world's duplicate effects once per world, and the crash explorer reuses one engine
+between rows. Each case here once came out differently (found by
 review, fixed): the same answer on first execution as on replay, the same duplicate count
 as a per-run prefix match, and the same clock for every row.
 """
 
 from __future__ import annotations
 
+import asyncio
+import collections.abc
+import inspect
 import json
+import types
 
 import pytest
 
 import durablelab as dl
+from durablelab import aio
 from durablelab import history as h
 from durablelab.breaker import CircuitBreaker
 from durablelab.faults import Crash, FaultPlan
@@ -136,3 +142,44 @@ def test_each_explored_row_with_a_breaker_starts_its_clock_at_zero():
     starts = {float(row["run"].history.recorded_at.min()) for _, row in report.frame.iterrows()}
     assert starts == {0.0}
 
+
+
+# --- is an activity's result awaitable: the same answer as inspect.isawaitable ----------------
+class AwaitableDict(dict):
+    def __await__(self):
+        return iter(())
+
+
+class Registered:
+    pass
+
+
+collections.abc.Awaitable.register(Registered)
+
+
+async def coroutine_function():
+    return 1
+
+
+@types.coroutine
+def generator_based():
+    yield
+
+
+def plain_generator():
+    yield
+
+
+def test_awaitable_answers_what_inspect_isawaitable_answers():
+    loop = asyncio.new_event_loop()
+    coroutine, legacy = coroutine_function(), generator_based()
+    values = [{"i": 1}, [1], "text", 1, 1.5, True, None, (1, 2), b"bytes", object(),
+              AwaitableDict(), Registered(), coroutine, legacy, plain_generator(),
+              loop.create_future()]
+    try:
+        assert [aio.awaitable(v) for v in values] == [inspect.isawaitable(v) for v in values]
+        assert [aio.awaitable(v) for v in values[-6:]] == [True, True, True, True, False,
+                                                           True]
+    finally:
+        coroutine.close()
+        loop.close()
