@@ -900,7 +900,8 @@ class Engine:
         if suspend.reason == "handles":   # woken by `_wake_if_ready` when enough have ended
             state.status, state.waiting = "running", "handles"
             state.waiting_on = suspend.waiting_on
-            state.awaiting = (suspend.handles, suspend.need_all)
+            state.awaiting = ({p for p in suspend.handles if p not in state.closed},
+                              suspend.need_all)
             self._park(state, None)
             state.gen += 1
             state.due_at = None
@@ -1048,7 +1049,7 @@ class Engine:
         except StopRun as stop:
             self._end(state, "failed", error=stop.error)
         self._journal.turn_ended(state)
-        self._wake_if_ready(state)
+        self._wake_if_ready(state, position)
 
     def _relaunch(self, state: RunState, position: int) -> None:
         """A started activity's retry backoff has elapsed: its next attempt."""
@@ -1061,11 +1062,17 @@ class Engine:
             self._end(state, "failed", error=stop.error)
         self._journal.turn_ended(state)
 
-    def _wake_if_ready(self, state: RunState) -> None:
+    def _wake_if_ready(self, state: RunState, ended: int) -> None:
+        """Position `ended` has just ended: wake the run if that was the last of what it
+        waits for (or, waiting for any, one of them). The positions still open are kept
+        as a set, so a fan-out of N costs N checks, not N times N."""
         if state.awaiting is None or state.status in FINAL:
             return
-        positions, need_all = state.awaiting
-        if (all if need_all else any)(p in state.closed for p in positions):
+        open_, need_all = state.awaiting
+        if ended not in open_:
+            return
+        open_.discard(ended)
+        if not open_ or not need_all:
             state.awaiting = None
             self._schedule(state, self.clock.now(), "wake", "activity")
 
@@ -1102,7 +1109,7 @@ class Engine:
             cursor.position + 1, h.CHILD, child.workflow, None, ok, value, self.clock.now(),
             outcome="ok" if ok else child.status, handle=position))
         self._journal.turn_ended(parent)
-        self._wake_if_ready(parent)
+        self._wake_if_ready(parent, position)
 
     def _children(self, state: RunState) -> list[RunState]:
         return [run for run in self._runs.values()

@@ -82,7 +82,8 @@ class RunState:
     inflight: "Attempt | None" = None   # an attempt that outlasts its wake-up
     #: concurrency (`ctx.start_activity`, `ctx.start_child`): the attempts in flight by the
     #: position that started them; the latest request made at each (what a retry runs);
-    #: the positions whose end history holds; what the code waits for (positions, all?).
+    #: the positions whose end history holds; what the code waits for (the positions still
+    #: open, and whether all must end).
     flying: dict = field(default_factory=dict)
     requests: dict = field(default_factory=dict)
     closed: set = field(default_factory=set)
