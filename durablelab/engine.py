@@ -356,15 +356,10 @@ class Engine:
             raise bad_value(call, "name", f"{name!r} is the name engine.cancel() records a "
                                           f"cancel under; to cancel, call engine.cancel(run_id)")
         check_text(signal_id, call, "signal_id", none_ok=True)
-        state = self._state(run_id)
-        if state.damage is not None:
-            raise state.damage
-        if state.status in FINAL:
-            raise RunFinishedError(
-                f"Cannot signal run {run_id!r}: it is {state.status} (it ended at "
-                f"t={state.ended_at:g}s). A signal can only reach a running or waiting run; "
-                f"start a new run instead.{self._missed_deadline(state, name)}",
-                run_id=run_id, status=state.status)
+        state = self._unfinished(run_id, lambda state: (
+            f"Cannot signal run {run_id!r}: it is {state.status} (it ended at "
+            f"t={state.ended_at:g}s). A signal can only reach a running or waiting run; "
+            f"start a new run instead.{self._missed_deadline(state, name)}"))
         value_json = h.to_json(value, f"the value of signal {name!r}",
                                f"Engine.signal({run_id!r})")
         if signal_id is not None and any(s.signal_id == signal_id for s in state.signals):
@@ -744,6 +739,16 @@ class Engine:
                 f"No run {run_id!r} in this engine's store ({self.path or 'in memory'}). "
                 f"engine.runs() lists the runs there; a run id is what engine.start() "
                 f"returned.", run_id=run_id)
+        return state
+
+    def _unfinished(self, run_id: str, ended_words) -> RunState:
+        """The state of run `run_id`, which must be readable and not ended
+        (`ended_words(state)`: the message of the `RunFinishedError` for one that has)."""
+        state = self._state(run_id)
+        if state.damage is not None:
+            raise state.damage
+        if state.status in FINAL:
+            raise RunFinishedError(ended_words(state), run_id=run_id, status=state.status)
         return state
 
     def _crash_rows(self, state: RunState) -> list[CrashRecord]:
@@ -1160,14 +1165,9 @@ class Engine:
         cancelling a finished run raises `RunFinishedError` naming its state."""
         self._check_writable("cancel")
         check_text(reason, f"cancel({run_id!r})", "reason", none_ok=True)
-        state = self._state(run_id)
-        if state.damage is not None:
-            raise state.damage
-        if state.status in FINAL:
-            raise RunFinishedError(
-                f"Cannot cancel run {run_id!r}: it is already {state.status} (it ended at "
-                f"t={state.ended_at:g}s). Only a running or waiting run can be cancelled.",
-                run_id=run_id, status=state.status)
+        state = self._unfinished(run_id, lambda state: (
+            f"Cannot cancel run {run_id!r}: it is already {state.status} (it ended at "
+            f"t={state.ended_at:g}s). Only a running or waiting run can be cancelled."))
         if any(s.name == CANCEL_SIGNAL for s in state.signals):
             return
         value_json = json.dumps({"reason": reason})

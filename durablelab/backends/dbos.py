@@ -567,13 +567,8 @@ class DBOSRunner:
         """Send signal `name` to a run (``DBOS.send``); one `signal_id` is delivered once."""
         if signal_id is not None and not isinstance(signal_id, str):
             raise BadType(f"signal_id must be a string; got {signal_id!r}")
-        status = self._status(run_id)
-        if status is None:
-            raise RunNotFoundError(f"No run {run_id!r} on {self.url}.", run_id=run_id)
-        if status.status in FINAL:
-            raise RunFinishedError(
-                f"Run {run_id!r} has ended ({FINAL[status.status]}); it takes no signals.",
-                run_id=run_id, status=FINAL[status.status])
+        self._unfinished(run_id, lambda ended: f"Run {run_id!r} has ended ({ended}); it "
+                                               f"takes no signals.")
         h.to_json(value, f"the value of signal {name!r}", f"signal({run_id!r})")
         DBOS.send(run_id, value, topic=name, idempotency_key=signal_id)
 
@@ -604,14 +599,19 @@ class DBOSRunner:
         """Cancel a run: DBOS's ``cancel_workflow`` (the run stops at its next step and
         ends ``cancelled``; unlike `Engine.cancel`, its code is not told, so a saga does
         not compensate). Cancelling a finished run raises `RunFinishedError`."""
+        self._unfinished(run_id, lambda ended: f"Cannot cancel run {run_id!r}: it is "
+                                               f"already {ended}.")
+        DBOS.cancel_workflow(run_id)
+
+    def _unfinished(self, run_id: str, ended_words) -> None:
+        """Raise unless run `run_id` exists and has not ended (`ended_words(status)`: the
+        message for a run that has)."""
         status = self._status(run_id)
         if status is None:
             raise RunNotFoundError(f"No run {run_id!r} on {self.url}.", run_id=run_id)
         if status.status in FINAL:
-            raise RunFinishedError(
-                f"Cannot cancel run {run_id!r}: it is already {FINAL[status.status]}.",
-                run_id=run_id, status=FINAL[status.status])
-        DBOS.cancel_workflow(run_id)
+            raise RunFinishedError(ended_words(FINAL[status.status]), run_id=run_id,
+                                   status=FINAL[status.status])
 
     @_outside_event_loop
     def recover(self, executor_ids=None) -> list[str]:
