@@ -34,7 +34,7 @@ from durablelab import history as h
 from durablelab.context import Context
 from durablelab.registry import workflow_name
 from durablelab.examples import onboarding as ob
-from durablelab.runstate import fill
+from durablelab.loading import fill
 from durablelab.versioning import _runs_in_store
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -135,7 +135,7 @@ def _leave_in_flight(state, outcome: Attempt) -> None:
 
 class Host(Protocol):
     """The engine as an `AttemptRunner` sees it: everything an attempt may read or change.
-    An engine hands its runner one (`engine._Port`); `tests/test_engine_layout.py` checks
+    An engine hands its runner one (`port.EnginePort`); `tests/test_engine_layout.py` checks
     the runner uses nothing else."""
 
     #: the engine's clock (read each time: a sweep gives its engine a new one per run).
@@ -169,7 +169,7 @@ class AttemptRunner:
     """Runs activity attempts and injects faults into them, for the engine that owns it."""
 
     def __init__(self, host: Host):
-        # The host holds its engine weakly (`engine._Port`), so an engine dropped without
+        # The host holds its engine weakly (`port.EnginePort`), so an engine dropped without
         # close() is freed at once, with its DuckDB connection, runner and all.
         self.host: Host = host
         self.fresh_worker()

@@ -123,7 +123,7 @@ def _number(value, call: str, what: str, where) -> float:
 
 class Port(Protocol):
     """The engine as a `Context` reaches it: all a run's code may touch beyond its history.
-    An `Engine` hands each Context one (`engine._Port`); `replay_check` another, which ends
+    An `Engine` hands each Context one (`port.EnginePort`); `replay_check` another, which ends
     the replay at the first new step."""
 
     #: the engine's clock, read at each call (a sweep gives its engine a new one per run).

@@ -30,28 +30,29 @@ from . import history as h
 from .activities import AttemptRunner, WorkerCrash
 from .budget import Budget, discarded_usage
 from .clock import VirtualClock, later
+from .concurrency import Concurrency
 from .context import Context, StopRun, Suspend, execute
-from .errors import (ActivityFailed, DuplicateRunError, cancelled, check_json_keys, NonDeterminismError, RunFinishedError,
+from .errors import (ActivityFailed, DuplicateRunError, NonDeterminismError, RunFinishedError,
                      RunNotFoundError, RunTimedOut, SerializationError, bad_type, bad_value,
-                     check_later, check_seconds, check_seed, check_text, damaged_run, engine_closed,
-                     not_a_clock, not_a_path, read_only_beside_writer, read_only_engine,
-                     read_only_needs_path, unknown_workflows, workflow_error, workflow_redefined)
+                     check_json_keys, check_later, check_seconds, check_seed, check_text,
+                     engine_closed, not_a_clock, not_a_path, read_only_beside_writer,
+                     read_only_engine, read_only_needs_path, unknown_workflows, workflow_error,
+                     workflow_redefined)
 from .faults import FaultPlan
-from .retry import Overrides
 from .guard import Guard
 from .journal import JOURNALS
+from .loading import Loader
 from .observe import LogObserver, notify
-from .records import (AttemptRecord, CrashRecord, RunEnd, SignalRecord, WakeupRecord,
-                      waiting_columns)
-from .registry import LIVE, REGISTRY, current_definition, redefined, register, workflow_name
-from .runstate import (CANCEL_SIGNAL, RunState, Signal, fill, options_json, snapshot_of,
-                       state_from_row)
-from .snapshot import RunSnapshot
+from .port import EnginePort
 from .queued import MemoryStore
-from .store import EVENT_COLS, UNFINISHED, Store, event_row
+from .records import RunEnd, SignalRecord, WakeupRecord, waiting_columns
+from .registry import LIVE, REGISTRY, current_definition, redefined, register, workflow_name
+from .retry import Overrides
+from .runstate import CANCEL_SIGNAL, FINAL, RunState, Signal, options_json, snapshot_of
+from .snapshot import RunSnapshot
+from .store import Store, event_row
 
 DURABILITY = tuple(JOURNALS)   # ("sync", "batch", "exit"): see durablelab/journal.py
-FINAL = ("completed", "failed", "continued", "cancelled")
 #: Every status a run can have (DESIGN.md section 6), for `runs(status=...)`.
 STATUSES = ("running", "waiting", "diverged") + FINAL
 
@@ -83,70 +84,6 @@ def _location(exc: BaseException) -> str | None:
             found = f"{code.co_filename}:{tb.tb_lineno} in {code.co_name}"
         tb = tb.tb_next
     return found
-
-
-class _Port:
-    """An engine as its runs' `Context` (`context.Port`) and its attempt runner
-    (`activities.Host`) see it: public names over the engine's own, so neither reaches for
-    an underscore. It holds the engine weakly, so an engine dropped without close() is
-    freed at once."""
-
-    __slots__ = ("_engine",)
-
-    def __init__(self, engine: "Engine"):
-        self._engine = engine
-
-    @property
-    def clock(self):
-        return self._engine.clock
-
-    @property
-    def world(self):
-        return self._engine.world
-
-    @property
-    def store(self):
-        return self._engine.store
-
-    @property
-    def runs(self):
-        return self._engine._runs
-
-    def append(self, state, cursor, event):
-        return self._engine._append(state, cursor, event)
-
-    def write(self, state, table, row):
-        self._engine._write(state, table, row)
-
-    def free_until(self, instant):
-        return self._engine._free_until(instant)
-
-    def schedule(self, state, due_at, action, arg=None, new_generation=True):
-        self._engine._schedule(state, due_at, action, arg, new_generation)
-
-    def execute_activity(self, state, cursor, request):
-        return self._engine._attempts.execute(state, cursor, request)
-
-    def record_event(self, state, cursor, kind, name, args, value_json, call_site,
-                     kwargs=None):
-        return self._engine._record_event(state, cursor, kind, name, args, value_json,
-                                          call_site, kwargs)
-
-    def launch(self, state, position, request):
-        self._engine._launch(state, position, request)
-
-    def start_child(self, state, position, workflow, input_json, child_run_id, policies):
-        self._engine._start_child(state, position, workflow, input_json, child_run_id,
-                                  policies)
-
-    def child_ended(self, state, position, child_run_id):
-        self._engine._child_ended(state, position, child_run_id)
-
-    def signal_for(self, state, name, k):
-        return self._engine._signal_for(state, name, k)
-
-    def attempt_ended(self, state, attempt, error):
-        notify(self._engine.observers, "attempt_ended", state, attempt, error)
 
 
 class Engine:
@@ -257,14 +194,17 @@ class Engine:
         self._bound: float | None = None
         self._definitions: dict[str, Callable | None] = {}   # see _use_current_definition
         self._telemetry: list[tuple] = []
-        self._plans: dict[str, FaultPlan] = {}   # stored plan JSON -> the plan
         #: who hears of run starts, wake-ups, attempts and run ends (`durablelab.observe`):
         #: the log (silent until logging is configured), and `dl.tracing.instrument`'s.
         self.observers: list = [LogObserver()]
-        #: what a run's `Context` and the attempt runner reach of this engine (`_Port`).
-        self._port = _Port(weakref.proxy(self))
+        #: what a run's `Context` and the engine's parts reach of it (`port.EnginePort`).
+        self._port = EnginePort(weakref.proxy(self))
         #: runs activity attempts; it sees this engine only as an `activities.Host`.
         self._attempts = AttemptRunner(self._port)
+        #: started activities, child runs and cancels (`durablelab/concurrency.py`).
+        self._concurrency = Concurrency(self._port)
+        #: reads the store back into runs, at opening and after a crash (`loading.py`).
+        self._loader = Loader(self.store, self.path, self._port.resolve)
         for fn in workflows:
             register(fn, stacklevel=2)
         self._load(opening=True)
@@ -372,6 +312,20 @@ class Engine:
             self._schedule(state, self.clock.now(), "wake", "signal")
         return True
 
+    def cancel(self, run_id: str, reason: str | None = None) -> None:
+        """Ask run `run_id` to stop. Recorded at once; its code gets `dl.Cancelled` at the
+        ctx call it is blocked in (or at its next one), attempts in flight are abandoned
+        (recorded as canceled: a late answer is ignored), and its children are cancelled.
+        Code may catch `Cancelled` to clean up (activities still run and are recorded); if
+        it propagates, the run ends `cancelled`. Cancelling a run twice is one cancel;
+        cancelling a finished run raises `RunFinishedError` naming its state."""
+        self._check_writable("cancel")
+        check_text(reason, f"cancel({run_id!r})", "reason", none_ok=True)
+        state = self._unfinished(run_id, lambda state: (
+            f"Cannot cancel run {run_id!r}: it is already {state.status} (it ended at "
+            f"t={state.ended_at:g}s). Only a running or waiting run can be cancelled."))
+        self._concurrency.cancel(state, reason)
+
     def run_until_idle(self) -> None:
         """Run everything that is due, advancing the clock, until nothing is left but
         signal waits without a deadline. Crashes injected on the way are recovered from,
@@ -399,7 +353,7 @@ class Engine:
     def _missed_deadline(self, state: RunState, name: str) -> str:
         """A sentence for a signal that came too late: the run's wait for it timed out."""
         if state.history is None:
-            self._load_ended(state)
+            self._loader.history(state, self._runs)
         timed_out = [e for e in state.history or () if e.kind == h.SIGNAL_TIMEOUT
                      and e.name == name]
         if not timed_out:
@@ -422,10 +376,10 @@ class Engine:
         self._check_open()
         state = self._state(run_id)
         if state.history is None:
-            self._load_ended(state)
+            self._loader.history(state, self._runs)
         if state.damage is not None:
             raise state.damage
-        snapshot = snapshot_of(state, self._crash_rows(state))
+        snapshot = snapshot_of(state, self._loader.crash_rows(state))
         discarded = discarded_usage(self.store.burnt(run_id))   # broken answers, billed
         return snapshot if discarded is None else replace(snapshot, discarded=discarded)
 
@@ -469,7 +423,7 @@ class Engine:
         if source.damage is not None:   # its rows do not read back: nothing to copy
             raise source.damage
         if source.history is None:
-            self._load_ended(source)
+            self._loader.history(source, self._runs)
         end = len(source.history) + 1
         if isinstance(at, bool) or not isinstance(at, int) or not 1 <= at <= end:
             raise bad_value(f"fork({run_id!r}, at={at!r})", "at", f"at must be a history position "
@@ -559,7 +513,7 @@ class Engine:
         never change it; a view reads `snapshot(run_id)` instead."""
         state = self._state(run_id)
         if state.history is None:
-            self._load_ended(state)
+            self._loader.history(state, self._runs)
         return state
 
     def forget(self) -> None:
@@ -655,82 +609,28 @@ class Engine:
                            new_generation=False)
 
     def _load(self, opening: bool = False) -> None:
-        """Read the store as a fresh worker would: every run's row, and the whole history of
-        every unfinished run, in one query per table. When the engine is `opening`, its clock
-        moves up to the latest instant recorded (after a simulated crash it already is)."""
-        self._runs = {}
+        """Read the store as a fresh worker would (`loading.Loader`) and schedule every
+        unfinished run that reads back and whose workflow is registered. When the engine is
+        `opening`, its clock moves up to the latest instant recorded (after a simulated
+        crash it already is)."""
         self._heap = []
-        runs = self.store.run_rows()
-        for row in runs:
-            if row.status not in UNFINISHED:
-                state = state_from_row(row, self.path, self._resolve, self._plan_from_json)
-                state.history = None
-                self._runs[state.run_id] = state
-        loaded = self.store.load_unfinished()
-        running = [row for row in runs if row.status in UNFINISHED]
-        for row in running:
-            state = state_from_row(row, self.path, self._resolve, self._plan_from_json)
-            self._runs[row.run_id] = state
-            if state.status == "diverged":
-                state.stored_error = row.error
-        fill(self._runs, loaded, self.path)
-        for row in running:
-            state = self._runs[row.run_id]
-            if state.budget is not None and state.damage is None:
-                self._load_spend(state)
-        if opening:   # a new clock starts no earlier than anything a readable run recorded
-            readable = {run_id for run_id, state in self._runs.items() if state.damage is None}
-            latest = [self.store.latest_instant() or self.clock.now()]
-            latest += (row.ended_at if row.ended_at is not None else row.started_at
-                       for row in runs if row.run_id in readable)
-            recorded_at = EVENT_COLS.index("recorded_at")   # events are the view's tuples
-            latest += (row[recorded_at] for row in loaded["events"] if row[0] in readable)
-            for table, instant in (("attempts", "ended_at"), ("signals", "arrived_at"),
-                                   ("faults", "fired_at")):
-                latest += (getattr(row, instant) for row in loaded[table]
-                           if row.run_id in readable)
-            self.clock.advance_to(max(latest))
+        loaded = self._loader.load(opening)
+        self._runs = loaded.runs
+        if loaded.latest is not None:
+            self.clock.advance_to(loaded.latest)
         unknown: dict[str, list[str]] = {}
-        for row in running:
-            state = self._runs[row.run_id]
+        for state in loaded.unfinished:
             if state.damage is not None:
                 continue   # set aside: listed, never run (reading it says why)
             if state.fn is None:
                 unknown.setdefault(state.workflow, []).append(state.run_id)
-            if state.fn is not None:
-                began = state.history or state.attempts or state.wakeups
-                self._schedule(state, self.clock.now() if began else max(  # start_at= later
-                    self.clock.now(), state.started_at), "wake", "recovery" if began else "start")
-                self._arm_timeout(state)
+                continue
+            began = state.history or state.attempts or state.wakeups
+            self._schedule(state, self.clock.now() if began else max(   # start_at= later
+                self.clock.now(), state.started_at), "wake", "recovery" if began else "start")
+            self._arm_timeout(state)
         if opening and unknown:
             warnings.warn(unknown_workflows(self.path, unknown), stacklevel=3)
-
-    def _load_spend(self, state: RunState) -> None:
-        """What a run with a budget spent so far: its activities' usage and its broken
-        answers' (`Store.burnt`). A value that does not read back sets the run aside."""
-        try:
-            for event in state.history:
-                if event.kind == h.ACTIVITY:
-                    state.spend.add(event.loads() if event.ok else None)
-            burnt = self.store.burnt(state.run_id)   # broken answers, paid for
-            if burnt is not None:
-                state.spend.burn(json.loads(burnt))
-        except Exception as exc:   # a hand-edited value: this run's alone
-            state.damage = damaged_run(self.path, state.run_id, None,
-                                       f"its budget's usage does not read back "
-                                       f"({type(exc).__name__}: {str(exc)[:200]})")
-
-    def _load_ended(self, state: RunState) -> None:
-        state.history = []
-        fill(self._runs, self.store.load("run_id = ?", [state.run_id]), self.path)
-
-    def _plan_from_json(self, text: str) -> FaultPlan:
-        """The plan stored with a run; runs that share a plan share one object (and its
-        cache of which rules apply where), so reloading a sweep parses it once."""
-        plan = self._plans.get(text)
-        if plan is None:
-            plan = self._plans[text] = FaultPlan.from_json(text)
-        return plan
 
     def _state(self, run_id: str) -> RunState:
         state = self._runs.get(run_id)
@@ -750,13 +650,6 @@ class Engine:
         if state.status in FINAL:
             raise RunFinishedError(ended_words(state), run_id=run_id, status=state.status)
         return state
-
-    def _crash_rows(self, state: RunState) -> list[CrashRecord]:
-        end = state.ended_at if state.ended_at is not None else float("inf")
-        # Its own crashes, and other runs' while it was alive (one started at the very
-        # instant of a crash, after it, was not).
-        return [row for row in self.store.crash_rows()
-                if row.run_id == state.run_id or state.started_at < row.crashed_at <= end]
 
     def _check_writable(self, call: str) -> None:
         self._check_open()
@@ -812,9 +705,9 @@ class Engine:
                     elif action == "timeout":
                         self._time_out(state)
                     elif action == "finish":
-                        self._finish(state, arg)
+                        self._concurrency.finish(state, arg)
                     elif action == "launch":
-                        self._relaunch(state, arg)
+                        self._concurrency.relaunch(state, arg)
                     else:
                         self._attempts.crash_during_wait(state, *arg)
                 except WorkerCrash:
@@ -902,7 +795,7 @@ class Engine:
                row.recorded, self.clock.now())
 
     def _suspend(self, state: RunState, suspend: Suspend) -> None:
-        if suspend.reason == "handles":   # woken by `_wake_if_ready` when enough have ended
+        if suspend.reason == "handles":   # woken by `Concurrency.wake_if_ready` when enough have ended
             state.status, state.waiting = "running", "handles"
             state.waiting_on = suspend.waiting_on
             state.awaiting = ({p for p in suspend.handles if p not in state.closed},
@@ -1010,7 +903,7 @@ class Engine:
 
     def _end(self, state: RunState, status: str, result_json=None, error=None) -> None:
         if state.flying or state.inflight is not None:   # nobody will wait for them now
-            self._abandon(state, f"its run ended {status}")
+            self._concurrency.abandon(state, f"its run ended {status}")
         state.status, state.result_json, state.error = status, result_json, error
         state.ended_at = self.clock.now()
         state.gen += 1
@@ -1019,176 +912,7 @@ class Engine:
         self._note_wakeup(state)   # so the run's last wake-up row may share the end's commit
         self._telemetry = self._journal.end(state, end, self._telemetry)
         notify(self.observers, "run_ended", state)
-        if state.child_of is not None:
-            self._child_ended(self._runs.get(state.child_of[0]), state.child_of[1],
-                              state.run_id)
-        if status == "cancelled":
-            for child in self._children(state):
-                if child.status not in FINAL:
-                    self.cancel(child.run_id, f"its parent {state.run_id!r} was cancelled")
-
-    # --- concurrency: started activities, child runs, cancellation -----------------------
-    def _launch(self, state: RunState, position: int, request) -> None:
-        """`ctx.start_activity` at `position`: start an attempt, unless the activity has
-        ended, has one in flight, or (after a crash) waits for its backoff."""
-        state.requests[position] = request   # what a retry calls: this wake-up's function
-        if position in state.closed or position in state.flying:
-            return
-        self._attempts.launch(state, position, request)
-
-    def _finish(self, state: RunState, position: int) -> None:
-        """A started activity's attempt ends now: record it (its end, or a failed attempt
-        and when to retry), then wake the run if that is what it waits for. A late answer
-        (the run was cancelled, ended, or lost the attempt in a crash) is ignored."""
-        outcome = state.flying.pop(position, None)
-        if outcome is None or state.status in FINAL:
-            return
-        cursor = h.Cursor(state.history, state.run_id, state.workflow)
-        cursor.position = len(state.history)
-        try:
-            self._attempts.finish(state, cursor, outcome)
-        except ActivityFailed:
-            pass   # its end is recorded as failed: the code raises it where it waits
-        except Suspend as retry:
-            self._schedule(state, retry.due_at, "launch", position, new_generation=False)
-        except StopRun as stop:
-            self._end(state, "failed", error=stop.error)
-        self._journal.turn_ended(state)
-        self._wake_if_ready(state, position)
-
-    def _relaunch(self, state: RunState, position: int) -> None:
-        """A started activity's retry backoff has elapsed: its next attempt."""
-        request = state.requests.get(position)
-        if request is None or state.status in FINAL:
-            return   # (after a crash the replay launches it again at its start_activity)
-        try:
-            self._launch(state, position, request)
-        except StopRun as stop:
-            self._end(state, "failed", error=stop.error)
-        self._journal.turn_ended(state)
-
-    def _wake_if_ready(self, state: RunState, ended: int) -> None:
-        """Position `ended` has just ended: wake the run if that was the last of what it
-        waits for (or, waiting for any, one of them). The positions still open are kept
-        as a set, so a fan-out of N costs N checks, not N times N."""
-        if state.awaiting is None or state.status in FINAL:
-            return
-        open_, need_all = state.awaiting
-        if ended not in open_:
-            return
-        open_.discard(ended)
-        if not open_ or not need_all:
-            state.awaiting = None
-            self._schedule(state, self.clock.now(), "wake", "activity")
-
-    def _start_child(self, parent: RunState, position: int, workflow, input_json: str,
-                     child_run_id: str, policies) -> None:
-        """`ctx.start_child` at `position`: start the child run, unless it exists (a parent
-        replaying after a crash finds the child it started, and starts no second one)."""
-        if child_run_id in self._runs:   # its end, if it has ended, is appended when the
-            return                       # code waits for it (in the middle of a wake-up, it
-                                         # would take the place of the code's next step)
-        options = {"child_of": json.dumps([parent.run_id, position])}
-        if policies is not None:
-            options["policies"] = Overrides(policies, f"ctx.start_child({child_run_id!r}): "
-                                                      f"policies").to_json()
-        register(workflow, stacklevel=2)
-        self._start(workflow_name(workflow), input_json, child_run_id, parent.faults,
-                    parent.seed, parent.run_id, options_json(options), fn=workflow)
-
-    def _child_ended(self, parent: RunState | None, position: int, child_run_id: str) -> None:
-        """Append a child's end to its parent's history, once, and wake the parent if it
-        waits for that."""
-        child = self._runs.get(child_run_id)
-        if (parent is None or child is None or child.status not in FINAL
-                or parent.status in FINAL or position in parent.closed
-                or parent.history is None):
-            return
-        ok = child.status == "completed"
-        value = child.result_json if ok else h.compact({
-            "run_id": child_run_id, "status": child.status,
-            "error": None if child.error is None else json.dumps(child.error.to_json())})
-        cursor = h.Cursor(parent.history, parent.run_id, parent.workflow)
-        cursor.position = len(parent.history)
-        self._append(parent, cursor, h.Event(
-            cursor.position + 1, h.CHILD, child.workflow, None, ok, value, self.clock.now(),
-            outcome="ok" if ok else child.status, handle=position))
-        self._journal.turn_ended(parent)
-        self._wake_if_ready(parent, position)
-
-    def _children(self, state: RunState) -> list[RunState]:
-        return [run for run in self._runs.values()
-                if run.child_of is not None and run.child_of[0] == state.run_id]
-
-    def _abandon(self, state: RunState, why: str) -> None:
-        """Give up the run's attempts in flight: each is recorded as canceled (a late
-        answer is ignored), and a started activity's end says so, so it is not run again."""
-        now = self.clock.now()
-        rows = []
-        for o in (state.inflight, *state.flying.values()):
-            if o is not None:
-                rows.append(AttemptRecord(state.run_id, o.position, o.name, o.attempt,
-                                          o.started_at, now, "canceled", "Cancelled",
-                                          f"abandoned: {why}; a late answer is ignored", 0.0,
-                                          o.policy.max_attempts))
-        state.inflight = None
-        state.flying = {}
-        for row in rows:
-            state.attempts.setdefault(row.position, []).append(row)
-            self._write(state, "attempts", row)
-
-    def _close_started(self, state: RunState) -> None:
-        """End every activity the cancelled run started and nothing has ended, as failed
-        with the cause Cancelled, so that no replay launches it again."""
-        cursor = h.Cursor(state.history, state.run_id, state.workflow)
-        for event in [e for e in state.history if e.kind == h.START_ACTIVITY
-                      and e.position not in state.closed]:
-            tried = len(state.attempts.get(event.position, ()))
-            failed = ActivityFailed(
-                f"Activity {event.name!r} (run {state.run_id!r}, position {event.position}) "
-                f"was abandoned: its run was cancelled.", run_id=state.run_id,
-                activity=event.name, position=event.position, attempts=tried,
-                error_class="Cancelled", cause_class="Cancelled",
-                cause_message="its run was cancelled")
-            cursor.position = len(state.history)
-            self._append(state, cursor, h.Event(
-                cursor.position + 1, h.ACTIVITY, event.name, event.digest, False,
-                json.dumps(failed.to_json()), self.clock.now(), tried or None, None,
-                "canceled", "Cancelled", "its run was cancelled", handle=event.position))
-
-    def cancel(self, run_id: str, reason: str | None = None) -> None:
-        """Ask run `run_id` to stop. Recorded at once; its code gets `dl.Cancelled` at the
-        ctx call it is blocked in (or at its next one), attempts in flight are abandoned
-        (recorded as canceled: a late answer is ignored), and its children are cancelled.
-        Code may catch `Cancelled` to clean up (activities still run and are recorded); if
-        it propagates, the run ends `cancelled`. Cancelling a run twice is one cancel;
-        cancelling a finished run raises `RunFinishedError` naming its state."""
-        self._check_writable("cancel")
-        check_text(reason, f"cancel({run_id!r})", "reason", none_ok=True)
-        state = self._unfinished(run_id, lambda state: (
-            f"Cannot cancel run {run_id!r}: it is already {state.status} (it ended at "
-            f"t={state.ended_at:g}s). Only a running or waiting run can be cancelled."))
-        if any(s.name == CANCEL_SIGNAL for s in state.signals):
-            return
-        value_json = json.dumps({"reason": reason})
-        arrived = Signal(len(state.signals) + 1, CANCEL_SIGNAL, None, value_json,
-                         self.clock.now())
-        self.store.insert("signals", SignalRecord(run_id, arrived.seq, CANCEL_SIGNAL, None,
-                                                  value_json, arrived.arrived_at))
-        state.signals.append(arrived)
-        state.cancel_pending, state.cancel_reason = True, reason
-        self._abandon(state, "its run was cancelled")
-        self._close_started(state)
-        self._journal.turn_ended(state)
-        if state.status == "diverged" or state.fn is None:   # no code can be told: stop it
-            self._end(state, "cancelled", error=cancelled(run_id, reason, len(state.history)))
-            self._journal.turn_ended(state)
-        else:   # told before its children end, so their ends do not answer its wait first
-            state.awaiting = None
-            self._schedule(state, self.clock.now(), "wake", "cancel")
-        for child in self._children(state):
-            if child.status not in FINAL:
-                self.cancel(child.run_id, f"its parent {run_id!r} was cancelled")
+        self._concurrency.run_ended(state)
 
     # --- recording ------------------------------------------------------------------------
     def _write(self, state: RunState, table: str, row: tuple) -> None:
@@ -1222,11 +946,6 @@ class Engine:
                         self.clock.now(), call_site=call_site, args=h.shown_args(text))
         event.matched_args = matched
         return self._append(state, cursor, event)
-
-    def _signal_for(self, state: RunState, name: str, k: int) -> Signal | None:
-        """The k-th (from 0) signal called `name` that arrived for this run, if any."""
-        matching = [s for s in state.signals if s.name == name]
-        return matching[k] if k < len(matching) else None
 
     def _recover(self) -> None:
         """A fresh worker: forget everything in memory (circuit breakers too), reload what

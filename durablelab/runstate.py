@@ -4,25 +4,22 @@ A run's truth is its rows in the store; a `RunState` is the engine's working cop
 the history replay walks, the attempts and signals not yet consumed, what the run waits on,
 and the rows not yet committed (`pending`, see `journal.py`). The attempt runner and the
 journal read and change it; views never do (they get a `RunSnapshot`, `snapshot_of`).
-`state_from_row` and `fill` build it from what the store reads back, setting a run aside
-(`damage`) when one of its rows does not read.
+`durablelab/loading.py` builds it from what the store reads back.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from . import fastjson
-from . import history as h
 from .budget import Budget, Spend
-from .errors import DurableLabError, damaged_run, error_from_json, history_gap
+from .errors import DurableLabError
 from .faults import FaultPlan
-from .records import (AttemptRecord, CrashRecord, FaultRecord, RunEnd, RunRecord, WakeupRecord,
-                      waiting_columns)
+from .records import (AttemptRecord, CrashRecord, FaultRecord, RunEnd, RunRecord,
+                      WakeupRecord)
 from .retry import Overrides
 from .snapshot import (AttemptRow, CrashFault, CrashRow, EventRow, InFlight, RunSnapshot,
                        SignalRow, WakeupRow)
@@ -34,6 +31,10 @@ if TYPE_CHECKING:
 #: The name `engine.cancel` records its request under in the `signals` table: a cancel
 #: arrives as signals do (committed at once, in order), and no wait may ask for it.
 CANCEL_SIGNAL = "durablelab.cancel"
+
+#: The statuses of a run that has ended (DESIGN.md section 6); the others are "running",
+#: "waiting" and "diverged".
+FINAL = ("completed", "failed", "continued", "cancelled")
 
 
 @dataclass
@@ -182,88 +183,4 @@ def options_json(options: dict[str, str]) -> str | None:
     return "{" + ", ".join(f'"{key}": {text}' for key, text in options.items()) + "}"
 
 
-# --- a run loaded from the store ----------------------------------------------------------
-
-def state_from_row(row: RunRecord, path: str | None, resolve: Callable,
-                   plan_from_json: Callable) -> RunState:
-    """A run's state from its `runs` row (`resolve(workflow, run_id)`: the function to run
-    it with, or None; `plan_from_json`: its fault plan from the stored JSON). A row whose
-    times are not finite or whose JSON columns do not read back gives a state set aside
-    (`damage`), so one damaged run never keeps the rest out (one infinite time would move
-    every run's clock)."""
-    (run_id, workflow, input_json, seed, faults_json, options_json, parent, status,
-     result_json, error_json, started_at, ended_at, parked) = row
-
-    def set_aside(what: str, why: str) -> RunState:
-        state = RunState(run_id, workflow, input_json, seed, None, None, parent, status,
-                         None, None, started_at, ended_at)
-        state.damage = damaged_run(path, run_id, None,
-                                   f"{what} does not read back ({why})")
-        return state
-
-    if not all(map(math.isfinite, (started_at,) if ended_at is None else
-                   (started_at, ended_at))):
-        return set_aside("its start or end time (runs.started_at, runs.ended_at)",
-                         f"started_at {started_at!r}, ended_at {ended_at!r}: a time must "
-                         f"be a finite number")
-    what = "its recorded error (runs.error)"
-    try:
-        error = error_from_json(json.loads(error_json)) if error_json else None
-        what = "its fault plan (runs.faults)"
-        faults = plan_from_json(faults_json) if faults_json else None
-        what = "its options: time-out, budget, policies (runs.options)"
-        state = RunState(run_id, workflow, input_json, seed, faults_json, options_json,
-                         parent, status, result_json, error, started_at, ended_at,
-                         fn=resolve(workflow, run_id), faults=faults,
-                         parked=parked if status == "waiting" else None)
-        what = "its input (runs.input)"
-        if status in ("running", "waiting"):
-            json.loads(input_json)
-        what = "what it waits on (runs.waiting)"
-        # engine.runs() shows it for every run: one that does not read must not break all
-        until = waiting_columns(state.waiting_detail())[1]
-    except Exception as exc:   # whatever a hand-edited row throws, it stays this run's
-        return set_aside(what, f"{type(exc).__name__}: {exc}")
-    if until is not None and not (type(until) in (int, float) and math.isfinite(until)):
-        return set_aside(what, f"until {until!r} is not a finite time")
-    return state
-
-
-def fill(runs: dict[str, RunState], loaded: dict, path: str | None) -> None:
-    """Hand the rows `Store.load` read to their runs (`runs`, by id; `path` names the store
-    in errors). A run with a damaged row (`Store.load` lists them) is set aside, its first
-    damage named: never replayed, never scheduled."""
-    for run_id, position, what, table in loaded["damaged"]:
-        state = runs[run_id]
-        if state.damage is None:
-            state.damage = damaged_run(path, run_id, position, what, table=table)
-    for row in loaded["events"]:   # (run_id, position, ...): the `events` view's columns
-        run_id, position = row[0], row[1]
-        state = runs[run_id]
-        if state.damage is not None:
-            continue
-        history = state.history
-        if position != len(history) + 1:
-            state.damage = history_gap(path, run_id, position, len(history) + 1)
-            continue
-        event = h.Event(*row[1:])
-        history.append(event)
-        if event.handle is not None:
-            state.closed.add(event.handle)
-    for row in loaded["attempts"]:
-        runs[row.run_id].attempts.setdefault(row.position, []).append(row)
-    for row in loaded["signals"]:
-        state = runs[row.run_id]
-        if row.name == CANCEL_SIGNAL:   # a cancel the code has not been told of yet
-            asked = json.loads(row.value)
-            state.cancel_reason = asked.get("reason") if isinstance(asked, dict) else None
-            state.cancel_pending = state.history is not None and not any(
-                e.kind == h.CANCELLED for e in state.history)
-        state.signals.append(Signal(*row[1:]))
-    for row in loaded["faults"]:
-        runs[row.run_id].fault_rows.append(row)
-    for row in loaded["wakeups"]:
-        runs[row.run_id].wakeups.append(row)
-
-
-__all__ = ["RunState", "Signal", "snapshot_of", "options_json", "state_from_row", "fill"]
+__all__ = ["RunState", "Signal", "snapshot_of", "options_json", "CANCEL_SIGNAL", "FINAL"]

@@ -64,7 +64,7 @@ def test_engine_provides_every_host_member():
             if inspect.isfunction(value) and not name.startswith("__"):
                 want = list(inspect.signature(value).parameters)
                 have = ["self", *inspect.signature(getattr(port, name)).parameters]
-                assert have == want, f"_Port.{name}{have} does not match Host.{name}{want}"
+                assert have == want, f"EnginePort.{name}{have} does not match Host.{name}{want}"
     finally:
         engine.close()
 
