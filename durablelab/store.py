@@ -695,14 +695,15 @@ class Store:
         reads."""
         return self.load(f"status IN {UNFINISHED!r}")
 
-    def load(self, where: str, params=()) -> dict[str, list]:
+    def load(self, where: str, params=(), tables=tuple(RECORDS)) -> dict[str, list]:
         """The rows that belong to the runs selected by `where` (a condition on runs), in
         one query per table, ordered for replay. The runs' own rows are the caller's to
         read: an engine reads every run's row once, when it opens. Attempts, signals,
         faults and wake-ups come as their records (`durablelab/records.py`); events as
         tuples shaped like the `events` view (EVENT_COLS), which the engine turns into
         `history.Event`s; `damaged` lists the rows a run cannot be replayed from
-        (`screened`)."""
+        (`screened`). `tables`: the tables of records to read besides the events (a replay
+        check needs only the attempts); the others come back empty."""
         runs = f"SELECT run_id FROM runs WHERE {where}"
         order = {"attempts": "run_id, position, attempt",
                  "signals": "run_id, seq", "faults": "run_id, fired_at",
@@ -715,7 +716,7 @@ class Store:
             f"SELECT run_id, position, body FROM event_log WHERE run_id IN ({runs}) "
             f"ORDER BY run_id, position", params), payloads)
         for table, record in RECORDS.items():
-            out[table] = as_records(record, self.fetch(
+            out[table] = [] if table not in tables else as_records(record, self.fetch(
                 f"SELECT {', '.join(record._fields)} FROM {table} "
                 f"WHERE run_id IN ({runs}) ORDER BY {order[table]}", params))
         return screened(out)

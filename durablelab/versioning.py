@@ -43,11 +43,9 @@ from typing import Any, Callable
 import pandas as pd
 
 from . import history as h
-from .store import payload_digest
 from .clock import VirtualClock
 from .context import Context, Suspend, execute
-from .errors import (BadType, DurableLabError, NonDeterminismError, ReplayCheckError, damaged_run,
-                     history_gap)
+from .errors import BadType, NonDeterminismError, ReplayCheckError, damaged_run, history_gap
 
 FRAME_COLUMNS = ["run_id", "status", "position", "recorded", "requested", "cause"]
 #: Recorded statuses that say how the code ended; replay must end the same way.
@@ -340,116 +338,64 @@ def _retried_of(run) -> dict:
     return out
 
 
-def _unreadable_body(path, rows) -> DurableLabError:
-    """The error for the first event body of `rows` that does not parse (one did not)."""
-    for run_id, position, body in rows:
-        try:
-            json.loads(body)
-        except (ValueError, RecursionError) as exc:
-            return damaged_run(str(path), run_id, position,
-                               f"its event body does not read back ({type(exc).__name__})")
-    return damaged_run(str(path), rows[0][0], None, "its history does not read back")
-
-
-def _connect(path: Path, name: str | None = None):
-    """A sealed read-only connection to the store at `path` (see `sealed.SEALED`), once its
-    catalog says every table replay_check reads is the one durablelab wrote: a file is data,
-    and a view named `runs` would run the file's own SQL."""
-    import duckdb
-
-    from .sealed import catalog, connect
-    from .store import SCHEMA_VERSION, check_tables
+def _open(path: Path, name: str | None = None):
+    """The store at `path`, opened read-only as the `durablelab` command opens it (sealed,
+    its tables checked to be durablelab's, nothing created or upgraded). A file another
+    engine holds, or one that is not a store of this version, is a `ReplayCheckError`
+    that says so; a crafted store keeps its own error (`ForeignStoreError`)."""
+    from .errors import ForeignStoreError, StoreFormatError, StoreLockedError
+    from .store import Store
     try:
-        con = connect(str(path), read_only=True)
-    except duckdb.Error as exc:
-        raise ReplayCheckError(
-            f"replay_check: cannot open {str(path)!r} read-only: {str(exc).splitlines()[0]} "
-            f"If an Engine in this process or another holds it, close it first "
-            f"(engine.close()), or export the runs (durablelab export) and check the export.",
-            workflow=None, source=str(path)) from None
-    try:
-        found = catalog(con)
-        version = []
-        if "meta" in found:
-            check_tables(str(path), found, SCHEMA_VERSION, names=["meta"])
-            version = con.execute(
-                "SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
-        if not version or version[0][0] != str(SCHEMA_VERSION):
-            held = version[0][0] if version else "none (not a durablelab store)"
-            raise ReplayCheckError(
-                f"replay_check: {str(path)!r} holds durablelab schema version {held}; this "
-                f"durablelab reads version {SCHEMA_VERSION}. Open it once with dl.Engine(path) "
-                f"to upgrade it, or check an export instead.", workflow=name,
-                source=str(path))
-        check_tables(str(path), found, SCHEMA_VERSION)
-    except BaseException:
-        con.close()
+        return Store(str(path), read_only=True)
+    except ForeignStoreError:
         raise
-    return con
+    except StoreLockedError as exc:
+        raise ReplayCheckError(
+            f"replay_check: cannot open {str(path)!r} read-only: {exc.message} Or export the "
+            f"runs (durablelab export) and check the export.", workflow=name,
+            source=str(path)) from None
+    except StoreFormatError as exc:
+        raise ReplayCheckError(f"replay_check: {exc.message}", workflow=name,
+                               source=str(path)) from None
 
 
 def _runs_in_store(name: str, path: Path) -> list[tuple]:
-    """The runs of workflow `name` in a DuckDB store, in two queries: the runs' rows and
-    every event of those runs, decoded as an engine decodes them when it loads."""
-    con = _connect(path, name)
+    """The runs of workflow `name` in a DuckDB store, read as an engine reads them
+    (`Store.load`): a run whose rows do not read back is named, with its position."""
+    store = _open(path, name)
     try:
-        runs = con.execute("SELECT run_id, status, input, seed FROM runs WHERE workflow = ? "
-                           "ORDER BY started_at, run_id", [name]).fetchall()
-        rows = con.execute("SELECT e.run_id, e.position, e.body FROM event_log e "
-                           "JOIN runs r USING (run_id) WHERE r.workflow = ? "
-                           "ORDER BY e.run_id, e.position", [name]).fetchall()
-        payloads = dict(con.execute(   # values stored once by reference (schema 7)
-            "SELECT p.digest, p.body FROM payloads p WHERE p.digest IN (SELECT e.body ->> "
-            "'$[14]' FROM event_log e JOIN runs r USING (run_id) WHERE r.workflow = ?)",
-            [name]).fetchall()) if _has_payloads(con) else {}
-        attempts = con.execute(
-            "SELECT a.run_id, a.position, a.activity FROM attempts a JOIN runs r USING "
-            "(run_id) WHERE r.workflow = ? AND r.status IN ('running', 'waiting', 'diverged') "
-            "AND NOT EXISTS (SELECT 1 FROM event_log e WHERE e.run_id = a.run_id AND "
-            "e.position = a.position) ORDER BY a.run_id, a.position, a.attempt", [name]).fetchall()
+        runs = [row for row in store.run_rows() if row.workflow == name]
+        loaded = store.load("workflow = ?", [name], tables=("attempts",))
     finally:
-        con.close()
-    histories: dict[str, list] = {run[0]: [] for run in runs}
-    # One json.loads over every body at once: a call per row would cost more than the
-    # decoding itself.
-    try:
-        bodies = json.loads("[" + ",".join([row[2] for row in rows]) + "]")
-    except (ValueError, RecursionError):   # a damaged body: say whose, and where
-        raise _unreadable_body(path, rows) from None
-    Event = h.Event
-    for (run_id, position, _), body in zip(rows, bodies):
-        history = histories[run_id]
-        if position != len(history) + 1:
-            raise history_gap(str(path), run_id, position, len(history) + 1)
-        if len(body) == 15:   # the value is in `payloads`, under the digest named last
-            digest = body.pop()
-            body[4] = payloads.get(digest)
-            if body[4] is None or payload_digest(body[4]) != digest:
-                raise damaged_run(str(path), run_id, position, "its value is stored by "
-                                  "reference and that payload is missing or not the one "
-                                  "its digest names")
-        history.append(Event(position, *body))
+        store.close()
+    if loaded["damaged"]:
+        run_id, position, what, table = loaded["damaged"][0]
+        raise damaged_run(str(path), run_id, position, what, table=table)
+    histories: dict[str, list] = {run.run_id: [] for run in runs}
+    for row in loaded["events"]:   # (run_id, position, ...): the `events` view's columns
+        history = histories[row[0]]
+        if row[1] != len(history) + 1:
+            raise history_gap(str(path), row[0], row[1], len(history) + 1)
+        history.append(h.Event(*row[1:]))
+    unfinished = {run.run_id for run in runs if run.status in ("running", "waiting",
+                                                                  "diverged")}
     retried: dict[str, dict] = {}
-    for row in attempts:
-        retried.setdefault(row[0], {}).setdefault(row[1], []).append(row)
-    return [(run_id, status, input_json, seed, histories[run_id], retried.get(run_id, {}))
-            for run_id, status, input_json, seed in runs]
-
-
-def _has_payloads(con) -> bool:
-    return bool(con.execute("SELECT 1 FROM duckdb_tables() WHERE table_name = 'payloads'")
-                .fetchall())
+    for row in loaded["attempts"]:   # failed attempts past the end of a history
+        if row.run_id in unfinished and row.position > len(histories[row.run_id]):
+            retried.setdefault(row.run_id, {}).setdefault(row.position, []).append(
+                (row.run_id, row.position, row.activity))
+    return [(run.run_id, run.status, run.input, run.seed, histories[run.run_id],
+             retried.get(run.run_id, {})) for run in runs]
 
 
 def _names_in(source, label: str) -> list[str]:
     """The workflow names a source does hold, for the error that it holds none of ours."""
     if isinstance(source, (str, Path)) and not _is_export(Path(source)):
-        con = _connect(Path(source))
+        store = _open(Path(source))
         try:
-            return [r[0] for r in con.execute(
-                "SELECT DISTINCT workflow FROM runs ORDER BY workflow").fetchall()]
+            return sorted({row.workflow for row in store.run_rows()})
         finally:
-            con.close()
+            store.close()
     from .export import as_runs
     return sorted({run.workflow for run in as_runs(source)})
 

@@ -524,5 +524,6 @@ def test_replay_check_names_the_run_whose_event_body_does_not_read(db_path):
     two_runs(db_path)
     edit(db_path, "UPDATE event_log SET body = '[' || repeat('[', 100000) "
                   "WHERE run_id = 'bad' AND position = 1")
-    with pytest.raises(DamagedRunError, match=r"Run 'bad'.*event body does not read back"):
+    with pytest.raises(DamagedRunError, match=r"Run 'bad'.*body is not the JSON durablelab wrote "
+                                              r"at history position 1"):
         dl.replay_check(steps, db_path)

@@ -132,6 +132,8 @@ _DUCKDB_SAID = (
     ("does not exist", "no such file"),
     ("Is a directory", "this is a directory, not a file"),
     ("not a valid DuckDB database", "this is not a DuckDB database file"),
+    ("with a different configuration than existing connections",
+     "an engine in this process holds it open (close it first: engine.close())"),
     ("Could not read enough bytes", "this DuckDB file is cut short (damaged, or copied while "
                                     "it was being written)"),
 )
