@@ -9,7 +9,8 @@ yardstick is therefore the engine's own first replay after a load (bench_engine.
 figure 1), measured here in the same run on the same histories: one engine opens the file,
 loads a sample of ended runs, and replays each from the top with a fresh cursor and
 context, as `Engine._wake` does. `replay_check` is then timed over the whole file, from
-opening it (read-only) to the report: open it as the store does (sealed, tables checked), read its runs, events and attempts, decode, replaying every run.
+opening it (read-only, as the store opens it: sealed, its tables checked) to the report:
+reading its runs, events and attempts, decoding, replaying every run.
 Both are per event, and the ratio is taken within each repeat.
 
 The workload: N runs of the onboarding example (durablelab.examples.onboarding), version 1,
