@@ -6,9 +6,10 @@ taken from that tool's documentation (``dl.presets.sources[name]`` quotes it and
 where), and mapped onto durablelab's policy fields. Where the tool does something a
 `RetryPolicy` cannot say, the source says so too, rather than pretend:
 
-- LangGraph and stamina *add* up to 1 s of random jitter to each wait and the OpenAI
-  client *removes* up to 25 %; a `RetryPolicy` has full jitter or none, so these presets
-  use ``jitter="none"``: their waits are the documented caps.
+- LangGraph *adds* up to 1 s of random jitter after the cap, which ``jitter="additive"``
+  does too. stamina adds its second before the cap and the OpenAI client *removes* up to
+  25 %, which no `RetryPolicy` jitter says, so those presets use ``jitter="none"``: their
+  waits are the documented caps.
 - durablelab never retries what `dl.classify` calls `NonRetryable` (HTTP 400, 401, 404,
   validation errors), whatever the policy; each tool has its own list.
 - ``"prefect-task-retries"`` retries at once, without waiting, as Prefect does when a
@@ -28,7 +29,7 @@ _PRESETS = {
     "temporal-default": RetryPolicy(max_attempts=None, initial=1.0, backoff=2.0,
                                     max_interval=100.0, jitter="none"),
     "langgraph-default": RetryPolicy(max_attempts=3, initial=0.5, backoff=2.0,
-                                     max_interval=128.0, jitter="none"),
+                                     max_interval=128.0, jitter="additive"),
     "openai-client-default": RetryPolicy(max_attempts=3, initial=0.5, backoff=2.0,
                                          max_interval=8.0, jitter="none"),
     "tenacity-bare": RetryPolicy(max_attempts=None, initial=0.0, backoff=1.0,
@@ -55,9 +56,9 @@ _SOURCES = {
         "max_attempts counts the first attempt; the wait after failure n is "
         "min(max_interval, initial_interval * backoff_factor ** (n - 1)) + "
         "random.uniform(0, 1): the jitter is *added* after the cap, so every wait is up to "
-        "1 s longer than the cap. A RetryPolicy cannot add jitter, so this preset waits "
-        "the caps (jitter=\"none\"): 0.5 s then 1 s, where LangGraph waits 0.5-1.5 s then "
-        "1-2 s. Its default retry_on retries 5xx and connection errors, not an httpx 429; "
+        "1 s longer than the cap. The preset waits the same (jitter=\"additive\"): "
+        "0.5-1.5 s, then 1-2 s. Its default retry_on retries 5xx and connection errors, "
+        "not an httpx 429; "
         "durablelab retries what dl.classify calls retryable."),
     "openai-client-default": (
         "The OpenAI Python client's own retries: \"Max retries: 2 attempts (3 total requests "

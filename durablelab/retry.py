@@ -46,8 +46,12 @@ class RetryPolicy:
       0.5 waits U(1, 3) = 2 s after attempt 1, then U(1, 6) = 3.5 s, then U(1, 10.5) =
       5.75 s. It ignores `backoff` and the cap; each wait grows from the last one rather
       than from the attempt number (Brooker's "decorrelated jitter").
+    - ``"additive"``: ``cap(n) + U(0, 1)`` seconds: one second at most added *after* the
+      cap, as LangGraph's ``RetryPolicy(jitter=True)`` waits (and tenacity's
+      ``wait_exponential() + wait_random(0, 1)``): after attempt 3, u = 0.25 waits
+      4 + 0.25 = 4.25 s; a wait at the cap is up to 1 s longer than ``max_interval``.
 
-    The four are as Marc Brooker's "Exponential Backoff And Jitter" (AWS Architecture Blog,
+    The first four are as Marc Brooker's "Exponential Backoff And Jitter" (AWS Architecture Blog,
     2015) defines them, with ``initial`` as his base. A `RateLimited` error waits at least
     its ``retry_after``. A wait that would end past the largest instant a float holds (a
     ``max_interval`` of 1e308 late in virtual time) ends at that instant instead: it is
@@ -76,8 +80,8 @@ class RetryPolicy:
     #: seconds: the cap never grows past this.
     max_interval: float = 60.0
     #: "full" (uniform in [0, cap]), "equal" (cap/2 plus uniform in [0, cap/2]),
-    #: "decorrelated" (uniform in [initial, 3 x the previous wait], at most max_interval)
-    #: or "none" (exactly the cap).
+    #: "decorrelated" (uniform in [initial, 3 x the previous wait], at most max_interval),
+    #: "additive" (the cap plus uniform in [0, 1 s], as LangGraph) or "none" (the cap).
     jitter: str = "full"
     #: exception classes (or their names) that are never retried, whatever `classify` says.
     non_retryable: tuple = field(default=())
@@ -229,7 +233,7 @@ class RetryPolicy:
 _FIELDS = ("max_attempts", "initial", "backoff", "max_interval", "jitter", "non_retryable",
            "model_output_budget", "breaker", "budget", "throttle")
 #: the values `RetryPolicy(jitter=)` takes.
-JITTERS = ("full", "equal", "decorrelated", "none")
+JITTERS = ("full", "equal", "decorrelated", "none", "additive")
 
 
 class Overrides:
@@ -300,6 +304,8 @@ def next_delay(policy: RetryPolicy, attempt: int, error: ActivityError,
     elif jitter == "equal":
         half = policy.cap(attempt) / 2
         delay = half + rng.uniform(0.0, half)
+    elif jitter == "additive":
+        delay = policy.cap(attempt) + rng.uniform(0.0, 1.0)
     else:   # decorrelated
         before = policy.initial if previous is None else previous
         delay = min(policy.max_interval, rng.uniform(policy.initial, 3 * before))

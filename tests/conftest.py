@@ -50,6 +50,8 @@ SLOW_MODULES = {  # file name (a glob) -> why it is slow
     "test_exercises*.py": "every lesson's exercise checkers, each replaying lesson scenarios",
     "test_viz.py": "draws every figure with matplotlib, which the core never imports",
     "test_deploy.py": "the deploy simulator: many runs parked at each point, per test",
+    "test_three_ways.py": "imports Pydantic AI and LangGraph (4-5 s), and explores the crash "
+                          "points of a LangGraph graph",
 }
 
 SLOW_TESTS = {  # file -> {test function (all its parameters) -> why it is slow}

@@ -1,4 +1,5 @@
-"""The four jitter modes of Brooker's "Exponential Backoff And Jitter", with exact numbers."""
+"""The jitter modes, with exact numbers: the four of Brooker's "Exponential Backoff And Jitter",
+and LangGraph's additive one."""
 
 import json
 
@@ -41,6 +42,8 @@ def test_each_formula_gives_the_docstring_numbers():
     second = delay("decorrelated", 2, 0.5, previous=first)
     third = delay("decorrelated", 3, 0.5, previous=second)
     assert [first, second, third] == [2.0, 3.5, 5.75]     # U(1,3), U(1,6), U(1,10.5)
+    assert delay("additive", 3, 0.25) == 4.25             # 4 + U(0, 1)
+    assert delay("additive", 9, 0.5) == 60.5              # after the cap: LangGraph's order
 
 
 def test_decorrelated_ignores_backoff_and_stops_at_max_interval():
@@ -147,7 +150,8 @@ def test_the_new_modes_round_trip_through_json_and_old_policies_store_the_same_b
     assert "budget" not in stored and "throttle" not in stored
 
 
-def test_an_unknown_jitter_names_the_four():
-    with pytest.raises(ValueError, match="'full', 'equal', 'decorrelated', 'none'") as info:
+def test_an_unknown_jitter_names_each_mode():
+    with pytest.raises(ValueError,
+                       match="'full', 'equal', 'decorrelated', 'none', 'additive'") as info:
         dl.RetryPolicy(jitter="half")
     assert isinstance(info.value, dl.DurableLabError) and info.value.argument == "jitter"

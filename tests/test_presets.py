@@ -4,6 +4,7 @@ waited out on the engine's virtual clock."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
@@ -20,13 +21,54 @@ def test_langgraph_default_matches_the_installed_retry_policy():
     assert (preset.initial, preset.backoff, preset.max_interval, preset.max_attempts) == (
         installed.initial_interval, installed.backoff_factor, installed.max_interval,
         installed.max_attempts)
-    # LangGraph's jitter is added on top of the cap, which a RetryPolicy cannot say: the
-    # preset waits the caps and its source says so.
-    assert preset.jitter == "none"
-    if installed.jitter:
-        assert "random.uniform(0, 1)" in dl.presets.sources["langgraph-default"]
-    waits = [next_delay(preset, n, Transient("503"), random.Random(0)) for n in (1, 2)]
-    assert waits == [0.5, 1.0]
+    # LangGraph adds up to 1 s after the cap: jitter="additive" says the same
+    assert installed.jitter and preset.jitter == "additive"
+    assert "random.uniform(0, 1)" in dl.presets.sources["langgraph-default"]
+
+
+class Drawn:
+    """A random source whose every draw is `u` of the range: LangGraph's and ours alike."""
+
+    def __init__(self, u):
+        self.u = u
+
+    def uniform(self, a, b):
+        return a + (b - a) * self.u
+
+
+@pytest.mark.parametrize("u", [0.0, 0.3, 0.999])
+def test_langgraph_default_waits_what_the_installed_langgraph_waits(monkeypatch, u):
+    """LangGraph's own retry loop run with its default policy, its sleeps recorded instead
+    of slept and its random draw fixed: the preset's waits for the same draw are equal."""
+    retry = pytest.importorskip("langgraph.pregel._retry")
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.types import RetryPolicy as LangGraphPolicy
+    slept = []
+    monkeypatch.setattr(retry, "random", Drawn(u))
+    monkeypatch.setattr(retry.time, "sleep", slept.append)
+
+    def flaky(state):
+        raise ConnectionError("reset by peer")      # retried by LangGraph's default
+
+    graph = StateGraph(dict)
+    graph.add_node("flaky", flaky, retry_policy=LangGraphPolicy(max_attempts=5))
+    graph.add_edge(START, "flaky")
+    graph.add_edge("flaky", END)
+    with pytest.raises(ConnectionError):
+        graph.compile().invoke({"x": 1})
+    preset = dataclasses.replace(dl.presets["langgraph-default"], max_attempts=5)
+    ours = [next_delay(preset, n, Transient("reset"), Drawn(u)) for n in range(1, 5)]
+    assert len(slept) == 4 and slept == pytest.approx(ours)
+    assert ours == pytest.approx([0.5 + u, 1.0 + u, 2.0 + u, 4.0 + u])
+
+
+def test_additive_jitter_adds_up_to_a_second_after_the_cap():
+    policy = dl.RetryPolicy(initial=100.0, max_interval=128.0, jitter="additive")
+    waits = [next_delay(policy, n, Transient("503"), random.Random(seed))
+             for n in (1, 2, 3) for seed in range(50)]
+    assert all(100.0 <= w < 101.0 for w in waits[:50])
+    assert all(128.0 <= w < 129.0 for w in waits[50:])     # past max_interval, as LangGraph
+    assert len(set(waits[:50])) == 50                       # a draw per run
 
 
 def test_prefect_task_retries_retry_at_once_four_attempts_in_all():

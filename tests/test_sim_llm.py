@@ -150,7 +150,11 @@ def test_fixture_answers_match_the_onboarding_documents():
     ({"version": 1, "answers": [{"match": "(", "answer": "x"}]}, r"answers\[0\]: 'match'"),
     ({"version": 1, "answers": [{"match": "x", "anwser": "y"}]}, r"answers\[0\]: unknown key"),
     ({"version": 1, "agents": [{"match": "x", "steps": [{"note": "?"}]}]},
-     r"steps\[0\] needs 'call' or 'final'"),
+     r"steps\[0\] needs one of 'call', 'calls'"),
+    ({"version": 1, "agents": [{"match": "x", "steps": [{"calls": []}]}]},
+     r"steps\[0\]: 'calls' is a non-empty list"),
+    ({"version": 1, "agents": [{"match": "x", "steps": [
+        {"calls": [{"name": "a"}], "mistake": {"name": "b"}}]}]}, "goes with one 'call'"),
 ])
 def test_bad_scenario_names_the_key_and_place(scenario, message):
     with pytest.raises(ValueError, match=message):
@@ -287,3 +291,33 @@ def test_agent_with_no_matching_policy_answers_plainly():
     llm = SimLLM(clock=VirtualClock(), scenario="support_agent")
     step = llm.agent_step([{"role": "user", "content": "hello there"}], ["lookup_order"])
     assert step["final"] == "I don't have an answer for that."
+
+
+TWO_AT_ONCE = {"version": 1, "agents": [{"match": "order", "steps": [
+    {"calls": [{"name": "charge", "arguments": {"amount": 5}},
+               {"name": "email", "arguments": {"to": "ada"}}]},
+    {"final": "paid"}]}]}
+SPECS = [{"name": "charge", "description": "", "parameters": {}},
+         {"name": "email", "description": "", "parameters": {}}]
+
+
+def tool_result(name, ok=True):
+    return {"role": "tool", "tool_call_id": name, "name": name,
+            "content": json.dumps({"ok": True} if ok else {"error": "503"})}
+
+
+def test_a_step_of_several_calls_asks_for_them_in_one_answer_and_counts_each():
+    llm = SimLLM(clock=VirtualClock(), scenario=TWO_AT_ONCE)
+    ask = [{"role": "user", "content": "pay my order"}]
+    first = llm(ask, SPECS)
+    assert [(c["name"], c["arguments"]) for c in first["tool_calls"]] == [
+        ("charge", {"amount": 5}), ("email", {"to": "ada"})]
+    assert len({c["id"] for c in first["tool_calls"]}) == 2
+    # one of the two answered: the answer asks again for the missing one only
+    partly = llm(ask + [tool_result("charge"), tool_result("email", ok=False)], SPECS)
+    assert [c["name"] for c in partly["tool_calls"]] == ["email"]
+    done = llm(ask + [tool_result("charge"), tool_result("email")], SPECS)
+    assert done["content"] == "paid" and done["tool_calls"] == []
+    assert llm.usage["calls"] == 3
+    missing = llm(ask, SPECS[:1])
+    assert "'email'" in missing["content"] and missing["tool_calls"] == []

@@ -120,7 +120,7 @@ class TokenBucket:
 _KEYS = {"version", "description", "answers", "default", "agents"}
 _ANSWER_KEYS = {"match", "answer", "hopeless", "note"}
 _AGENT_KEYS = {"match", "steps", "note"}
-_STEP_KEYS = {"call", "mistake", "final", "note"}
+_STEP_KEYS = {"call", "calls", "mistake", "final", "note"}
 
 
 def load_scenario(scenario) -> dict:
@@ -168,9 +168,20 @@ def load_scenario(scenario) -> dict:
         if not isinstance(agent.get("steps"), list):
             raise BadValue(f"{source}: agents[{i}] needs 'steps', a list")
         for j, step in enumerate(agent["steps"]):
-            check(step, _STEP_KEYS, f"agents[{i}].steps[{j}]")
-            if ("call" in step) == ("final" in step):
-                raise BadValue(f"{source}: agents[{i}].steps[{j}] needs 'call' or 'final'")
+            where = f"agents[{i}].steps[{j}]"
+            check(step, _STEP_KEYS, where)
+            if sum(key in step for key in ("call", "calls", "final")) != 1:
+                raise BadValue(f"{source}: {where} needs one of 'call', 'calls' (several tool "
+                               f"calls in one answer) or 'final'")
+            if "calls" in step:
+                calls = step["calls"]
+                if (not isinstance(calls, list) or not calls
+                        or not all(isinstance(c, dict) and "name" in c for c in calls)):
+                    raise BadValue(f"{source}: {where}: 'calls' is a non-empty list of "
+                                   f"{{\"name\", \"arguments\"}} objects")
+                if "mistake" in step:
+                    raise BadValue(f"{source}: {where}: a 'mistake' goes with one 'call', "
+                                   f"not with 'calls'")
     return scenario
 
 
@@ -303,7 +314,8 @@ class SimLLM:
         "arguments"}], "usage"}``: either tool calls, or a final ``content``.
 
         The policy is the ``steps`` of the first scenario agent whose ``match`` is found in
-        the first user message; the step to play is the number of tool calls that succeeded.
+        the first user message; the step to play is the number of tool calls that succeeded
+        (a step with ``calls`` asks for several tools in one answer, and takes as many).
         A step's ``mistake`` (a misspelled argument, say) is played the first time a
         conversation is seen; when the agent loop rejects it, the call comes back with
         ``feedback=`` (the validation error) and the step's correct ``call`` is played (as
@@ -448,11 +460,24 @@ def _next_move(steps: list[dict], results: list[dict], tools: list[str],
     one). A step's ``mistake`` comes first; it is corrected after a tool error, or at once
     when the call is a repair (`repaired`: the agent loop sent the validation error back)."""
     done = sum(1 for m in results if "error" not in m)
-    if done >= len(steps):
+    # A step of several calls ('calls') takes as many successes as it has calls; one that
+    # only partly succeeded asks again for the calls still missing.
+    for step in steps:
+        size = len(step["calls"]) if "calls" in step else 1
+        if "final" in step or done < size:
+            break
+        done -= size
+    else:
         return {"final": "I have done everything I was asked to do."}
-    step = steps[done]
     if "final" in step:
         return {"final": step["final"]}
+    if "calls" in step:
+        missing = [c["name"] for c in step["calls"][done:] if c["name"] not in tools]
+        if missing:
+            return {"final": f"I cannot finish: I need the tool {missing[0]!r}, which I was "
+                             f"not given."}
+        return {"tool_calls": [{"name": c["name"], "arguments": c.get("arguments", {})}
+                               for c in step["calls"][done:]]}
     # Errors since the last success belong to this step: one means the mistake was made.
     since = 0
     for m in reversed(results):

@@ -1,0 +1,86 @@
+"""The order agent of lesson 17 written three ways (durablelab.examples.three_ways): the same
+model, tools and world, so that what differs under one fault plan is the framework's doing.
+These are the claims the lesson's table and its retry table make."""
+
+import functools
+
+import pytest
+
+pytest.importorskip("pydantic_ai", reason="the Pydantic AI extra is not installed: "
+                                          "pip install -e '.[pydantic-ai]'")
+pytest.importorskip("langgraph.checkpoint.sqlite", reason="the LangGraph extra is not "
+                    "installed: pip install -e '.[langgraph]'")
+
+from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
+from langgraph.types import RetryPolicy  # noqa: E402
+
+import durablelab as dl  # noqa: E402
+from durablelab.backends import langgraph as lgb  # noqa: E402
+from durablelab.examples import three_ways as tw  # noqa: E402
+from durablelab.faults import Crash, RateLimit  # noqa: E402
+
+PLAN = dl.FaultPlan([RateLimit("model", times=1, retry_after=2.0),
+                     Crash("send_receipt", point="after_effect")])
+
+
+def engine_run(workflow, world, faults=None):
+    with dl.Engine(world=world) as engine:
+        run_id = engine.start(workflow, tw.TASK, faults=faults)
+        engine.run_until_idle()
+        return engine.run(run_id)
+
+
+@pytest.mark.parametrize("workflow", [tw.react_agent, tw.pydantic_agent])
+def test_on_durablelab_a_crash_after_the_receipt_repeats_only_the_receipt(workflow):
+    world = tw.keyless()
+    run = engine_run(workflow, world, PLAN)
+    assert run.status == "completed", run.error
+    names = run.history[run.history.kind == "activity"].name.tolist()
+    assert names == ["model", "lookup_order", "model", "charge_card", "send_receipt", "model"]
+    row = dl.compare(run, world=world).iloc[0]
+    assert (row.retries_rate_limited, row.crashes, row.model_calls_paid) == (1, 1, 3)
+    assert (len(world.payments.effects), len(world.email.effects)) == (1, 2)
+    assert run.attempts[run.attempts.outcome == "rate_limited"].delay.tolist() == [2.0]
+
+
+def test_on_langgraph_the_same_crash_runs_the_tools_node_again_and_charges_again():
+    kept = {}
+    graph = functools.partial(tw.build_graph, plan=[RateLimit("model", times=1)],
+                              retry=RetryPolicy(initial_interval=0.0, jitter=False))
+    report = lgb.explore_crashes(graph, tw.graph_input(), lambda run, world: kept.update(
+        {run.run_id: (run, world)}), world=tw.keyless)
+    run, world = kept["p5-after_effect"]
+    assert run.source == "langgraph" and run.status == "completed"
+    assert run.history.name.tolist() == ["agent", "tools", "agent", "tools", "agent"]
+    row = dl.compare(run, world=world).iloc[0]
+    assert (row.retries_rate_limited, row.crashes, row.model_calls, row.model_calls_paid) == (
+        1, 1, 0, 3)
+    assert (len(world.payments.effects), len(world.email.effects)) == (2, 2)
+    assert report.frame.fired.iloc[1:].all()
+
+
+def test_without_faults_each_framework_charges_once_and_answers():
+    for workflow in (tw.react_agent, tw.pydantic_agent):
+        world = tw.keyless()
+        run = engine_run(workflow, world)
+        assert run.status == "completed" and repr(world) == (
+            "World(model calls paid 3, charges 1, receipts 1)")
+    world = tw.keyless()
+    out = tw.build_graph(InMemorySaver(), world).invoke(
+        tw.graph_input(), {"configurable": {"thread_id": "t-1"}})
+    assert out["messages"][-1]["content"].startswith("Order A-1001 is paid")
+    assert repr(world) == "World(model calls paid 3, charges 1, receipts 1)"
+
+
+def test_langgraph_default_retry_on_against_lgb_retry_on():
+    cases = {503: (3, 3), 429: (1, 3), 400: (1, 1)}
+    for status, (default, ours) in cases.items():
+        error = tw.http_error(status)
+        assert (tw.node_calls(error), tw.node_calls(error, lgb.retry_on)) == (default, ours)
+    own_class = tw.BadRequest("400: the card number is invalid")
+    assert (tw.node_calls(own_class), tw.node_calls(own_class, lgb.retry_on)) == (3, 1)
+
+
+def test_an_order_that_does_not_exist_is_the_tools_error_not_a_retry():
+    with pytest.raises(dl.NonRetryable, match="no order 'B-1'"):
+        tw.World().lookup_order("B-1")
