@@ -506,6 +506,11 @@ class AttemptRunner:
         state.fault_rows.append(row)
         return row
 
+    def crash_point(self, state, point: str, name: str, position: int) -> None:
+        """The worker may die here (a `Crash` rule for `name` at `point`): for the points
+        a run passes outside an attempt, such as the start of a child run."""
+        self._maybe_crash(state, point, name, position, 1)
+
     def _maybe_crash(self, state, point, name, position, attempt) -> None:
         if state.faults is None:
             return

@@ -99,8 +99,13 @@ class Concurrency:
             options["policies"] = Overrides(policies, f"ctx.start_child({child_run_id!r}): "
                                                       f"policies").to_json()
         register(workflow, stacklevel=2)
-        self.port.start_run(workflow_name(workflow), input_json, child_run_id, parent.faults,
-                            parent.seed, parent.run_id, options_json(options), workflow)
+        name = workflow_name(workflow)
+        # A worker may die on either side of the child's start, as around an activity's
+        # effect: before it, the parent's replay starts the child; after, it finds it.
+        self.port.attempts.crash_point(parent, "before_activity", name, position)
+        self.port.start_run(name, input_json, child_run_id, parent.faults, parent.seed,
+                            parent.run_id, options_json(options), workflow)
+        self.port.attempts.crash_point(parent, "after_effect", name, position)
 
     def child_ended(self, parent: RunState | None, position: int, child_run_id: str) -> None:
         """Append a child's end to its parent's history, once, and wake the parent if it

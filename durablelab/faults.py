@@ -30,6 +30,10 @@ Crash points, in the order an attempt passes them:
 - ``during_wait``: the worker dies halfway through a durable timer, a signal wait or a
   retry backoff (a wait's rule matches ``"sleep"``, the signal's name, or the activity).
 
+A child run's start (``ctx.start_child``, ``ctx.child``) has two of them: a rule naming the
+child's workflow crashes ``before_activity`` (the parent recorded the start, the child run
+does not exist yet) or ``after_effect`` (the child run exists).
+
 A crash rule fires at most once per (rule, position, attempt): the worker that recovers
 passes the same point again, and dying there forever would teach nothing.
 """

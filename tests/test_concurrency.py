@@ -377,6 +377,48 @@ def test_a_crash_between_the_childs_start_and_its_record_starts_no_second_child(
     engine.close()
 
 
+@dl.workflow
+def counted_child(ctx, topic):
+    world = ctx.world
+    return ctx.activity("count", lambda t: world.append(t) or len(world), topic)
+
+
+def child_parent(ctx, topics):
+    handles = [ctx.start_child(counted_child, t) for t in topics]
+    return ctx.gather(*handles)
+
+
+@pytest.mark.parametrize("point", ["before_activity", "after_effect"])
+@pytest.mark.parametrize("durability", ["sync", "batch"])
+def test_a_crash_on_either_side_of_a_child_start_starts_each_child_once(durability, point):
+    """A `Crash` rule names a child's workflow and a point: before the child run exists
+    (the parent's replay starts it) or right after (the parent's replay finds it)."""
+    name = dl.registry.workflow_name(counted_child)
+    world = []
+    engine = dl.Engine(durability=durability, world=world)
+    run_id = engine.start(child_parent, ["a", "b"], run_id="p",
+                          faults=[Crash(name, point=point, position=2)])
+    engine.run_until_idle()
+    run = engine.run(run_id)
+    assert run.status == "completed" and run.result == [1, 2]
+    assert len(run.crashes) == 1 and run.crashes.point.iloc[0] == point
+    assert sorted(engine.runs().run_id) == ["p", "p/1", "p/2"]
+    assert sorted(world) == ["a", "b"]          # each child's step ran once
+    engine.close()
+
+
+def test_explore_crashes_crashes_either_side_of_each_child_start():
+    def each_child_ran_once(run, world):
+        assert run.status == "completed" and sorted(world) == ["a", "b"], (run.status, world)
+
+    report = dl.explore_crashes(child_parent, ["a", "b"], each_child_ran_once,
+                                world=lambda clock: [])
+    starts = report.frame[report.frame.activity == dl.registry.workflow_name(counted_child)]
+    assert sorted(zip(starts.position, starts.point)) == [
+        (1, "after_effect"), (1, "before_activity"), (2, "after_effect"), (2, "before_activity")]
+    assert starts.fired.all() and starts.holds.all()
+
+
 # --- cancellation -----------------------------------------------------------------------------
 
 def cleanup(what):

@@ -80,6 +80,8 @@ def crash_points(run) -> list[CrashPoint]:
             found += [CrashPoint(position, event.name, p) for p in CRASH_POINTS[:3]]
             if (position, event.name) in retried:
                 found.append(CrashPoint(position, event.name, "during_wait"))
+        elif event.kind == "start_child":   # either side of the child run's start
+            found += [CrashPoint(position, event.name, p) for p in CRASH_POINTS[:2]]
         elif event.kind in WAIT_KINDS:
             found.append(CrashPoint(position, event.name, "during_wait"))
     return found
@@ -252,7 +254,8 @@ def explore_crashes(workflow: Callable, input: Any, invariant: Callable, world=N
 
     Runs are serial and in-process. The first is a crash-free baseline; its history gives
     the crash points (each activity's ``before_activity``, ``after_effect`` and
-    ``after_record``, each wait's and each retry backoff's ``during_wait``). Then one run per
+    ``after_record``, each child run's start's ``before_activity`` and ``after_effect``, each
+    wait's and each retry backoff's ``during_wait``). Then one run per
     point, and with ``pairs=True`` also one per pair of points (both crashes in one run,
     each firing once), each with a fresh world, in an in-memory `Engine` where no other run
     is left unfinished, so no run sees another's effects.
