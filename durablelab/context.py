@@ -117,7 +117,7 @@ def execute(code: Callable[[], Any], ctx: "Context", cursor: h.Cursor) -> Ended:
 
 
 def _number(value, call: str, what: str, where) -> float:
-    """Seconds given to a ctx call, checked where the workflow wrote them (see errors.py)."""
+    """Seconds given to a ctx call, checked where the workflow wrote them (see errors/checks.py)."""
     return check_seconds(value, f"{call} at {h.site(where)}", what)
 
 
