@@ -114,7 +114,8 @@ def sweep(policies=None, seeds=range(1), arrivals_seed: int = 0, **arrival_optio
     seed. Returns the
     `Experiment` (``.series(every=1.0)`` gives goodput over time)."""
     at = arrivals(arrivals_seed, **arrival_options)
-    return dl.sweep(client, list(range(len(at))), policies=POLICIES if policies is None else policies,
+    return dl.sweep(client, list(range(len(at))),
+                    policies=POLICIES if policies is None else policies,
                     fault_plans={"network": LATENCY}, seeds=seeds, world=World,
                     contention="per_seed", arrivals=at)
 
@@ -138,10 +139,10 @@ def collapsed(experiment, window: tuple[float, float] = WINDOW):
 def plot(series, trigger: tuple[float, float] | None = TRIGGER,
          window: tuple[float, float] | None = WINDOW, trials: int = 1):
     """Requests the server saw, answers that came back in time (goodput) and requests the
-    client refused itself, per second, one panel per policy, with the trigger shaded and the measured window marked.
-    `series` is ``Experiment.series(every)``; its counts are divided by the bin's width
-    and by `trials` (series sums a cell's trials). A Figure that shows itself in a
-    notebook."""
+    client refused itself, per second, one panel per policy, with the trigger shaded and
+    the measured window marked. `series` is ``Experiment.series(every)``; its counts are
+    divided by the bin's width and by `trials` (series sums a cell's trials). A Figure
+    that shows itself in a notebook."""
     from ..viz.plots import Figure
 
     policies = list(dict.fromkeys(series.policy))

@@ -3,11 +3,11 @@
 18.1 asks where Brooker's "decorrelated jitter finishes slightly sooner than full jitter"
 stops holding as clients are added. Near that point the two differ by a few per cent, far
 less than one trial's completion time varies from seed to seed, so the truth needs hundreds
-of trials a point: more than a sweep gives in a checker's few seconds today. The checker runs the same
-published model as a bare event loop (`_trial`, which draws exactly as bench/brooker.py's
-reference simulation does; tests/test_exercises_18.py holds the two equal, trial by trial,
-and bench/brooker.py --durablelab holds the lesson's sweep to it), `TRIALS` trials at
-`MARGIN` clients either side of the learner's answer.
+of trials a point: more than a sweep gives in a checker's few seconds today. The checker
+runs the same published model as a bare event loop (`_trial`, which draws exactly as
+bench/brooker.py's reference simulation does; tests/test_exercises_18.py holds the two
+equal, trial by trial, and bench/brooker.py --durablelab holds the lesson's sweep to it),
+`TRIALS` trials at `MARGIN` clients either side of the learner's answer.
 """
 
 from __future__ import annotations
