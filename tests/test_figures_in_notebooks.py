@@ -114,6 +114,13 @@ CALLS = {
         ended_at={"one": 2.0}),
     "agents.shop.plot": lambda runs, ex: __import__(
         "durablelab.agents.shop", fromlist=["plot"]).plot(shop_frame()),
+    "examples.brooker.plot": lambda runs, ex: __import__(
+        "durablelab.examples.brooker", fromlist=["plot"]).plot(__import__(
+            "durablelab.examples.brooker", fromlist=["trials"]).trials(clients=(2, 3))),
+    "examples.metastable.plot": lambda runs, ex: __import__(
+        "durablelab.examples.metastable", fromlist=["plot"]).plot(__import__(
+            "durablelab.examples.metastable", fromlist=["sweep"]).sweep(
+            until=6.0, trigger=(2.0, 3.0)).series()),
 }
 
 

@@ -13,7 +13,9 @@ jitter and decorrelated jitter (which grows from the base, so its ``initial`` is
 each seed is one trial in which all the clients (the inputs) contend for one row. Work is
 the writes sent (every attempt of the ``write`` activity); time is the makespan (when the
 last client learned its write was accepted). `bench/brooker.py` runs this beside a
-plain-Python simulation of the same model, and prints both.
+plain-Python simulation of the same model, and prints both. `trials` gives the work and
+time of every trial at several client counts, and `plot` draws the post's two charts from
+it (lesson 18).
 
 The network through `dl.sim.after`. A service acts when a request *arrives*, but an
 activity's function runs when its attempt *starts*. So each activity here starts at the
@@ -117,4 +119,62 @@ def reproduce(clients: int, strategy: str, trials: int, **sweep_options):
     return writes, experiment.cells["makespan"].iloc[0] / MS, experiment
 
 
-__all__ = ["POLICIES", "STRATEGIES", "Row", "client", "reproduce", "network"]
+def trials(clients=(10, 25, 50, 100), strategies=STRATEGIES, seeds=range(1)):
+    """Work and time of every trial: a row per (clients, strategy, seed) with ``writes``
+    and ``time_ms``, from one `dl.sweep` per client count and strategy (`reproduce`)."""
+    import pandas as pd
+    seeds = list(seeds)
+    rows = []
+    for n in clients:
+        for strategy in strategies:
+            experiment = dl.sweep(client, [strategy] * n, seeds=seeds, world=Row,
+                                  contention="per_seed")
+            per_seed = experiment.frame.groupby("seed").agg(
+                attempts=("attempts", "sum"), time=("virtual_duration", "max"))
+            for seed, row in per_seed.iterrows():
+                # a try is one read and one write, each made once: half the attempts write
+                rows.append({"clients": n, "strategy": strategy, "seed": int(seed),
+                             "writes": int(row.attempts) // 2, "time_ms": row.time / MS})
+    return pd.DataFrame(rows)
+
+
+def plot(frame, title: str | None = None):
+    """The post's two charts from `trials`: work (writes sent) and completion time (ms, on
+    a log scale: exponential backoff without jitter takes ten times longer than the rest)
+    against the number of clients, a line per strategy, each point the mean over the
+    frame's trials. A Figure that shows itself in a notebook."""
+    from ..viz.plots import Figure
+
+    means = frame.groupby(["strategy", "clients"], sort=False)[["writes", "time_ms"]].mean()
+    runs = frame.groupby(["strategy", "clients"]).size()
+    fig = Figure(figsize=(10, 3.8), layout="constrained")
+    work, time = fig.subplots(1, 2)
+    # Okabe-Ito colours and a marker each: told apart without colour vision too
+    style = {"none": ("#000000", "o"), "exponential": ("#D55E00", "s"),
+             "full": ("#0072B2", "^"), "equal": ("#009E73", "v"),
+             "decorrelated": ("#CC79A7", "D")}
+    names = {"none": "no backoff", "exponential": "exponential, no jitter",
+             "full": "full jitter", "equal": "equal jitter",
+             "decorrelated": "decorrelated jitter"}
+    for strategy in dict.fromkeys(frame.strategy):
+        rows = means.loc[strategy]
+        color, marker = style.get(strategy, ("#999999", "."))
+        for ax, column in ((work, "writes"), (time, "time_ms")):
+            ax.plot(rows.index, rows[column], color=color, marker=marker,
+                    label=names.get(strategy, strategy))
+    work.set_ylabel("work: writes sent (all clients)")
+    time.set_ylabel("completion time (ms, log scale)")
+    time.set_yscale("log")
+    for ax in (work, time):
+        ax.set_xlabel("clients")
+        ax.set_ylim(bottom=0 if ax is work else None)
+        ax.grid(alpha=0.3)
+    trials_per_point = int(runs.min())
+    work.legend(title="one trial a point" if trials_per_point == 1 else
+                f"mean of {trials_per_point} trials a point", fontsize=8, title_fontsize=8)
+    fig.suptitle(title or "Brooker (2015): N clients, one row, optimistic concurrency")
+    return fig
+
+
+__all__ = ["POLICIES", "STRATEGIES", "Row", "client", "reproduce", "network", "trials",
+           "plot"]
