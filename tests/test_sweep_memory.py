@@ -22,7 +22,7 @@ if str(TESTS) not in sys.path:
 import sweep_worker as sw  # noqa: E402
 
 ROUGH = {"calm": None,
-         "rough": dl.FaultPlan([dl.faults.ServerError("quote", p=0.5),
+         "rough": dl.FaultPlan([dl.faults.ServerError("quote", p=0.8),
                                 dl.faults.Crash("charge", point="after_effect", p=0.3)])}
 
 
@@ -67,3 +67,43 @@ def test_columns_come_back_as_duckdb_gives_them():
             pd.testing.assert_frame_equal(duckdb_like(table),
                                           con.execute("SELECT * FROM t").df())
             con.unregister("t")
+
+
+def _typed_with_astype(frame: pd.DataFrame) -> pd.DataFrame:
+    """How `view._typed` typed a frame before it was built column by column: the
+    reference it must equal."""
+    from durablelab.experiments.runner import METRICS
+    ints = [c for c in frame.columns if c in ("input", "seed") or c.startswith("retries")
+            or c in ("attempts", "activities", "crashes", "model_calls", "input_tokens",
+                     "output_tokens", "tokens", "duplicate_effects", "wakeups",
+                     "events_replayed", "history_events")]
+    frame = frame.astype({c: "int64" for c in ints})
+    frame = frame.astype({"virtual_duration": "float64", "cost": "float64"})
+    for column in ("policy", "fault_plan", "run_id", "status", "error"):
+        frame[column] = frame[column].astype(object).where(frame[column].notna(), None)
+    return frame[["input", "policy", "fault_plan", "seed", "run_id", *METRICS]]
+
+
+def _typed_load_with_astype(load: pd.DataFrame) -> pd.DataFrame:
+    load = load.astype({"second": "int64", "requests": "int64"})
+    for column in ("policy", "fault_plan", "source"):
+        load[column] = load[column].astype(object)
+    return load
+
+
+def test_the_experiment_types_its_frames_as_astype_did(tmp_path):
+    import duckdb
+    from durablelab.experiments import view
+    path = tmp_path / "results.duckdb"
+    dl.sweep(sw.order_flow, sw.INPUTS, policies=sw.POLICIES, fault_plans=ROUGH,
+             seeds=range(4), world=sw.Shop, path=path)
+    with duckdb.connect(str(path), read_only=True) as con:
+        runs = con.execute("SELECT * FROM sweep_runs").df().drop(columns=["cell"])
+        load = con.execute("SELECT * FROM sweep_load").df()
+    assert runs["error"].isna().any() and runs["error"].notna().any()
+    load = load.assign(policy="p", fault_plan="f")[
+        ["policy", "fault_plan", "source", "second", "requests"]]
+    pd.testing.assert_frame_equal(view._typed(runs), _typed_with_astype(runs),
+                                  check_exact=True)
+    pd.testing.assert_frame_equal(view._typed_load(load), _typed_load_with_astype(load),
+                                  check_exact=True)
