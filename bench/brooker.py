@@ -35,13 +35,15 @@ public API (`durablelab.examples.brooker`: one `dl.sweep` per strategy, a run pe
 ``contention="per_seed"``, `ctx.retry` around a read and a write of one
 `dl.sim.OCCResource`, the network through `dl.sim.after`), every attempt recorded; its
 work and time are printed beside this simulation's, with the wall-time ratio per client
-count (the issue's targets: at most 3x at 100 clients, at most 10x at 10).
+count (the issue's targets: at most 3x at 100 clients, at most 10x at 10). The simulation's
+time there is the fastest of three runs of it; the reproduction runs once.
 """
 
 from __future__ import annotations
 
 import argparse
 import heapq
+import math
 import random
 import statistics
 import sys
@@ -203,9 +205,13 @@ def compare(clients_list, trials: int) -> None:
     for clients in clients_list:
         ours_total = theirs_total = 0.0
         for strategy in STRATEGIES:
-            began = time.perf_counter()
-            writes, makespan = experiment(clients, strategy, trials)
-            theirs = time.perf_counter() - began
+            # The simulation takes milliseconds, so a busy machine's hiccup can double its
+            # time: the fastest of three is its time.
+            theirs = math.inf
+            for _ in range(3):
+                began = time.perf_counter()
+                writes, makespan = experiment(clients, strategy, trials)
+                theirs = min(theirs, time.perf_counter() - began)
             began = time.perf_counter()
             dl_writes, dl_makespan, _ = reproduction.reproduce(clients, strategy, trials)
             ours = time.perf_counter() - began

@@ -112,6 +112,7 @@ class MemoryStore(Store):
         self._queue: list[tuple[dict, list]] = []
         self._written = False      # whether the queue ever reached DuckDB
         self._discarding = False   # queued writes are dropped (`discard_queue`)
+        self._facts = False        # whether a heartbeat or a broken answer's cost was kept
 
     # --- writing: into the queue -----------------------------------------------------------
     def insert(self, table: str, row: tuple) -> None:
@@ -159,6 +160,19 @@ class MemoryStore(Store):
         if self._written:
             self.con.execute("; ".join(f"DELETE FROM {table}" for table in self._columns))
             self._written = False
+        if self._facts:   # kept per run id: the next run of the same id would read them
+            self.con.execute("DELETE FROM meta WHERE key LIKE 'heartbeat:%' "
+                             "OR key LIKE 'burnt:%'")
+            self._facts = False
+
+    # --- facts about the world: written at once, in memory too ------------------------------
+    def save_heartbeat(self, run_id: str, position: int, text: str) -> None:
+        self._facts = True
+        super().save_heartbeat(run_id, position, text)
+
+    def save_burnt(self, run_id: str, text: str) -> None:
+        self._facts = True
+        super().save_burnt(run_id, text)
 
 
     def discard_queue(self) -> None:

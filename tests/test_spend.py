@@ -155,3 +155,14 @@ def test_discarded_usage_reads_only_numbers():
                                                "output_tokens": 0, "cost": 0.0}
     for value in (None, "[1]", "{", 7, [1, 2]):
         assert discarded_usage(value) is None
+
+
+def test_a_forgotten_store_forgets_what_broken_answers_cost():
+    # An engine emptied by `forget` serves the next run, which may have the same id (the
+    # crash explorer's rows, a sweep's borrowed runner): it must not inherit the cost.
+    with dl.Engine() as engine:
+        ask_run(engine)
+        assert engine.run("r").discarded["calls"] == 2
+        engine.forget()
+        ask_run(engine, faults=None)
+        assert engine.run("r").discarded is None

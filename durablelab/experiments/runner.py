@@ -317,6 +317,35 @@ class Isolated:
             self.engine = None
 
 
+#: Runners put back by sweeps that ended, for the next sweep in this process: opening one's
+#: engine (a DuckDB connection and its schema) costs more than a small sweep's runs. At
+#: most `IDLE_RUNNERS` wait; each is emptied (`Engine.forget`) after every use anyway.
+_IDLE: list[Isolated] = []
+IDLE_RUNNERS = 2
+
+
+@contextlib.contextmanager
+def borrowed_runner():
+    """An `Isolated` runner for one serial sweep: one a finished sweep gave back, or a new
+    one. It is given back only if the sweep ended without an error (an error may leave a
+    run half made in its engine, which `forget` is not meant to clear); otherwise closed."""
+    try:
+        runner = _IDLE.pop()           # atomic: two threads never get the same runner
+    except IndexError:
+        runner = Isolated()
+    try:
+        yield runner
+    except BaseException:
+        runner.close()
+        raise
+    if runner.engine is not None and len(_IDLE) < IDLE_RUNNERS:
+        runner.engine.forget()
+        runner.engine.world = None     # nothing of the last sweep's world is kept alive
+        _IDLE.append(runner)
+    else:
+        runner.close()
+
+
 def run_contended(workflow, runs, policies, plan, world_factory, timeout, load: dict,
                   requests: list | None = None, runner: Isolated | None = None) -> list:
     """All `runs` ((input value, run id, seed, start instant or None)) of a cell, or of a
@@ -362,5 +391,5 @@ def run_contended(workflow, runs, policies, plan, world_factory, timeout, load: 
             engine.forget()           # no breaker, run or row of this world reaches the next
 
 
-__all__ = ["METRICS", "Isolated", "run_contended", "run_metrics", "duplicate_effects",
+__all__ = ["METRICS", "Isolated", "borrowed_runner", "run_contended", "run_metrics", "duplicate_effects",
            "add_requests", "QUOTA_REFUSED"]

@@ -43,7 +43,8 @@ import pyarrow as pa
 
 from ..errors import SweepError, UnmatchedFaultRuleWarning
 from ..sealed import SEALED, catalog
-from .runner import METRICS, Isolated, roomy_collector, run_contended
+from .memory import MemoryResults
+from .runner import METRICS, Isolated, borrowed_runner, roomy_collector, run_contended
 from .spec import Spec
 
 RESULTS_VERSION = 1
@@ -191,15 +192,7 @@ class Results:
 
     def write_cell(self, cell: int, spec: Spec, rows: list[dict], load: dict,
                    requests: list = ()) -> None:
-        runs = pa.Table.from_pylist(rows, schema=RUN_SCHEMA)
-        loads = pa.Table.from_pylist(
-            [{"cell": cell, "source": s, "second": sec, "requests": n}
-             for (s, sec), n in sorted(load.items())], schema=LOAD_SCHEMA)
-        columns = list(zip(*requests)) if requests else [[]] * 5
-        attempts = pa.Table.from_arrays(
-            [pa.array([cell] * len(requests), pa.int64())] + [
-                pa.array(values, field.type) for values, field in
-                zip(columns, list(REQUEST_SCHEMA)[1:])], schema=REQUEST_SCHEMA)
+        runs, loads, attempts = cell_tables(cell, rows, load, requests)
         self.con.execute("BEGIN")
         try:
             self.con.register("_runs", runs)
@@ -228,6 +221,20 @@ class Results:
 
     def close(self) -> None:
         self.con.close()
+
+
+def cell_tables(cell: int, rows: list[dict], load: dict, requests) -> tuple:
+    """A finished cell's runs, load and attempts as Arrow tables of the results' schemas."""
+    runs = pa.Table.from_pylist(rows, schema=RUN_SCHEMA)
+    loads = pa.Table.from_pylist(
+        [{"cell": cell, "source": s, "second": sec, "requests": n}
+         for (s, sec), n in sorted(load.items())], schema=LOAD_SCHEMA)
+    columns = list(zip(*requests)) if requests else [[]] * 5
+    attempts = pa.Table.from_arrays(
+        [pa.array([cell] * len(requests), pa.int64())] + [
+            pa.array(values, field.type) for values, field in
+            zip(columns, list(REQUEST_SCHEMA)[1:])], schema=REQUEST_SCHEMA)
+    return runs, loads, attempts
 
 
 @functools.cache
@@ -330,7 +337,8 @@ def sweep(workflow: Callable, inputs, policies: dict | None = None,
             f"not forked)")
     else:
         sent = None
-    results = Results(path, spec)
+    # Without a path nothing outlives the call: the rows stay in memory (`memory.py`).
+    results = Results(path, spec) if path is not None else MemoryResults()
     try:
         done = results.finished()
         todo = [c for c in range(len(spec.cells)) if c not in done]
@@ -382,8 +390,7 @@ def _chunks(spec: Spec, cell: int, size: int) -> list[tuple]:
 
 
 def _serial(spec: Spec, todo: list[int], results: Results, bar) -> None:
-    runner = Isolated()
-    try:
+    with borrowed_runner() as runner:
         for cell in todo:
             rows, load, requests = [], {}, []
             for job in _chunks(spec, cell, 100):
@@ -394,8 +401,6 @@ def _serial(spec: Spec, todo: list[int], results: Results, bar) -> None:
                     load[key] = load.get(key, 0) + n
                 bar.update(len(more))
             results.write_cell(cell, spec, rows, load, requests)
-    finally:
-        runner.close()
 
 
 class _Gathered:

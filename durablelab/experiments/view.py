@@ -294,23 +294,38 @@ class Experiment:
         return export_experiment(self, path)
 
 
+_TYPED_INTS = frozenset(("input", "seed", "attempts", "activities", "crashes", "model_calls",
+                         "input_tokens", "output_tokens", "tokens", "duplicate_effects",
+                         "wakeups", "events_replayed", "history_events"))
+_TYPED_FLOATS = frozenset(("virtual_duration", "cost"))
+_TYPED_TEXT = frozenset(("policy", "fault_plan", "run_id", "status", "error", "source"))
+
+
+def _column(name: str, column: pd.Series) -> np.ndarray | pd.Series:
+    """One column of `frame` or `load` as the experiment holds it: counts as int64,
+    seconds and cost as float64, names as Python strings or None in an object column."""
+    if name in _TYPED_INTS or name.startswith("retries") or name in ("second", "requests"):
+        return column.to_numpy(dtype="int64")
+    if name in _TYPED_FLOATS:
+        return column.to_numpy(dtype="float64")
+    if name in _TYPED_TEXT:
+        values = column.to_numpy(dtype=object, copy=True)   # the frame read back stays
+        values[column.isna().to_numpy()] = None
+        return pd.Series(values, index=column.index, dtype=object)   # not inferred as str
+    return column
+
+
 def _typed(frame: pd.DataFrame) -> pd.DataFrame:
-    ints = [c for c in frame.columns if c in ("input", "seed") or c.startswith("retries")
-            or c in ("attempts", "activities", "crashes", "model_calls", "input_tokens",
-                     "output_tokens", "tokens", "duplicate_effects", "wakeups",
-                     "events_replayed", "history_events")]
-    frame = frame.astype({c: "int64" for c in ints})
-    frame = frame.astype({"virtual_duration": "float64", "cost": "float64"})
-    for column in ("policy", "fault_plan", "run_id", "status", "error"):
-        frame[column] = frame[column].astype(object).where(frame[column].notna(), None)
-    return frame[["input", "policy", "fault_plan", "seed", "run_id", *METRICS]]
+    # Built column by column in one DataFrame: a DataFrame.astype per kind of column costs
+    # several times a small sweep's runs (tests/test_sweep_memory.py checks it against it).
+    names = ["input", "policy", "fault_plan", "seed", "run_id", *METRICS]
+    return pd.DataFrame({name: _column(name, frame[name]) for name in names},
+                        index=frame.index)
 
 
 def _typed_load(load: pd.DataFrame) -> pd.DataFrame:
-    load = load.astype({"second": "int64", "requests": "int64"})
-    for column in ("policy", "fault_plan", "source"):
-        load[column] = load[column].astype(object)
-    return load
+    return pd.DataFrame({name: _column(name, load[name]) for name in load.columns},
+                        index=load.index)
 
 
 def compare_experiments(experiments) -> pd.DataFrame:
