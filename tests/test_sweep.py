@@ -481,3 +481,24 @@ def test_a_sweep_whose_rules_all_match_warns_nothing(recwarn):
     experiment = dl.sweep(_ask, ["hi"], fault_plans=plans, seeds=range(1))
     assert experiment.unmatched_rules.empty
     assert not [w for w in recwarn if "matched no activity" in str(w.message)]
+
+
+@pytest.mark.parametrize("env, hidden", [("1", True), (None, None)])
+def test_tqdm_disable_hides_the_progress_bar_in_a_notebook_too(monkeypatch, env, hidden):
+    """TQDM_DISABLE=1 (CI, the notebook refresh) hides the sweep's bar, also where tqdm
+    would draw a widget; without it the bar shows wherever output is a terminal or a page."""
+    import tqdm.auto
+    asked = []
+    real = tqdm.auto.tqdm
+
+    def recording(*args, **kwargs):
+        asked.append(kwargs.get("disable"))
+        return real(*args, **{**kwargs, "disable": True})
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", recording)
+    if env is None:
+        monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    else:
+        monkeypatch.setenv("TQDM_DISABLE", env)
+    small(seeds=range(1))
+    assert asked == [hidden]

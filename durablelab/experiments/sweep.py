@@ -34,6 +34,7 @@ import functools
 import json
 import math
 import multiprocessing
+import os
 import sys
 import threading
 from typing import Callable
@@ -345,8 +346,10 @@ def sweep(workflow: Callable, inputs, policies: dict | None = None,
         per_cell = len(spec.inputs) * len(spec.seeds)
         total = per_cell * len(spec.cells)
         from tqdm.auto import tqdm
+        # disable=None hides the bar where output is no terminal; given explicitly, it would
+        # also outvote tqdm's own TQDM_DISABLE, which CI and the notebook refresh set.
         with tqdm(total=total, initial=per_cell * len(done), unit="run", desc="sweep",
-                  disable=None) as bar:
+                  disable=True if os.environ.get("TQDM_DISABLE") else None) as bar:
             if executor is not None:
                 _distributed(spec, sent, todo, results, bar, executor)
             elif sent is None:
