@@ -115,3 +115,33 @@ def test_langgraph_default_retry_on_against_lgb_retry_on():
 def test_an_order_that_does_not_exist_is_the_tools_error_not_a_retry():
     with pytest.raises(dl.NonRetryable, match="no order 'B-1'"):
         tw.World().lookup_order("B-1")
+
+
+def run_graph(build, world, retry_on):
+    """Invoke `build`'s graph once on `world` with a quick RetryPolicy; its error, or None."""
+    options = {} if retry_on is None else {"retry_on": retry_on}
+    graph = build(InMemorySaver(), world, retry=RetryPolicy(initial_interval=0.0, jitter=False,
+                                                            **options))
+    try:
+        graph.invoke(tw.graph_input(), {"configurable": {"thread_id": "t-1"}})
+    except tw.BadRequest as exc:
+        return exc
+    return None
+
+
+def test_a_400_from_a_tool_each_framework_in_its_own_way():
+    world = tw.invalid_card()                  # react: the error goes back to the model
+    run = engine_run(tw.react_agent, world)
+    assert run.status == "completed" and world.rejected == 1 and not world.payments.effects
+    tools = run.history[run.history.kind == "activity"].name.tolist()
+    assert tools == ["model", "lookup_order", "model", "charge_card", "send_receipt", "model",
+                     "send_receipt", "model"]
+    world = tw.invalid_card()                  # Pydantic AI: a tool's exception ends the run
+    run = engine_run(tw.pydantic_agent, world)
+    assert run.status == "failed" and world.rejected == 1
+    assert isinstance(run.error, dl.ActivityFailed)
+    for build in (tw.build_graph, tw.build_functional):
+        for retry_on, sent in ((None, 3), (lgb.retry_on, 1)):
+            world = tw.invalid_card()
+            assert isinstance(run_graph(build, world, retry_on), tw.BadRequest)
+            assert world.rejected == sent and not world.payments.effects

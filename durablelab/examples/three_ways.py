@@ -1,4 +1,5 @@
-"""One order agent written three ways: durablelab's `react`, Pydantic AI, and a LangGraph graph.
+"""One order agent written four ways: durablelab's `react`, Pydantic AI, and LangGraph as a
+graph and as a functional workflow.
 
 Lesson 17 puts an agent you already have under durablelab's fault plans. The agent is the
 seed's: look the order up, then charge the card and email the receipt (both asked for in
@@ -15,6 +16,8 @@ their runs under one fault plan is the framework's doing.
   ``tools`` node that runs every tool call of its answer, with the calls wrapped by
   `durablelab.backends.langgraph.faults` so a plan's rules reach them by name. LangGraph's
   unit of durability is the node: a crash inside ``tools`` runs the whole node again.
+- `build_functional`: the same on LangGraph's functional API, an ``@entrypoint`` calling one
+  ``@task`` per model request and tool call: a crash runs only the unfinished task again.
 
 Pydantic AI and LangGraph are imported when first needed (extras ``pydantic-ai`` and
 ``langgraph``), so this module, and `World`, load without them.
@@ -54,12 +57,16 @@ class World:
         clock: the clock the model's ledger stamps (the engine's; a `VirtualClock` if None).
         charge_keys, receipt_keys: whether the payment and the email service honour
             idempotency keys (False: a repeated call is a second effect).
+        card_invalid: the payment API answers every charge with HTTP 400, raised as the
+            client's own class (`BadRequest`); ``rejected`` counts the requests it refused.
     """
 
-    def __init__(self, clock=None, *, charge_keys: bool = True, receipt_keys: bool = True):
+    def __init__(self, clock=None, *, charge_keys: bool = True, receipt_keys: bool = True,
+                 card_invalid: bool = False):
         self.llm = SimLLM("sim-small", clock=clock or VirtualClock(), scenario=SCENARIO)
         self.payments = Payments(honor_keys=charge_keys)
         self.email = Email(honor_keys=receipt_keys)
+        self.card_invalid, self.rejected = card_invalid, 0
 
     # The tools' work, whatever framework calls it.
     def lookup_order(self, order_id: str) -> dict:
@@ -68,6 +75,9 @@ class World:
         return dict(ORDERS[order_id])
 
     def charge_card(self, customer: str, amount: float, key: str | None) -> dict:
+        if self.card_invalid:
+            self.rejected += 1
+            raise BadRequest("400: the card number is invalid")
         return self.payments.charge(customer, amount, idempotency_key=key)
 
     def send_receipt(self, to: str, subject: str, key: str | None) -> dict:
@@ -91,6 +101,11 @@ def keyless_receipts(clock=None) -> World:
 def keyless(clock=None) -> World:
     """A world where neither service honours idempotency keys: every repeat shows."""
     return World(clock, charge_keys=False, receipt_keys=False)
+
+
+def invalid_card(clock=None) -> World:
+    """A world whose payment API refuses every charge with a 400 (`BadRequest`)."""
+    return World(clock, card_invalid=True)
 
 
 def one_charge_one_receipt(run, world) -> None:
@@ -356,6 +371,6 @@ def node_calls(error: Exception, retry_on=None, max_attempts: int | None = 3) ->
 
 
 __all__ = ["TASK", "ORDERS", "SCENARIO", "World", "keyless_charges", "keyless_receipts",
-           "keyless", "one_charge_one_receipt", "react_tools", "react_agent", "order_agent", "State", "scripted_model",
+           "keyless", "invalid_card", "one_charge_one_receipt", "react_tools", "react_agent", "order_agent", "State", "scripted_model",
            "pydantic_agent", "build_graph", "build_functional", "graph_input", "BadRequest", "http_error",
            "node_calls"]
