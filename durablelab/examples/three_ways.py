@@ -3,7 +3,7 @@ graph and as a functional workflow.
 
 Lesson 17 puts an agent you already have under durablelab's fault plans. The agent is the
 seed's: look the order up, then charge the card and email the receipt (both asked for in
-one model answer, as a model that makes parallel tool calls does), then answer. The three
+one model answer, as a model that makes parallel tool calls does), then answer. The four
 versions share everything but the framework: the same scripted model (a `dl.sim.SimLLM`
 playing `SCENARIO`), the same tools and the same `World`, so that whatever differs between
 their runs under one fault plan is the framework's doing.
