@@ -34,6 +34,8 @@ WRONG = [
      "was the receipt sent yet"),
     ("17.1", set(), "missing from your answer"),
     ("17.1", {("send_receipt", "after effect")}, "is not a crash point"),
+    ("17.1", {("send_receipt", "after_effect"), ("send_receipt", "after_record")},
+     "has no after_record point"),
     ("17.1", "send_receipt", "give the crash windows as a set"),
     ("17.2", three_ways.build_graph, "LangGraph runs the whole node again"),
     ("17.2", unwrapped, "ran no unit that an injector wraps"),

@@ -59,6 +59,30 @@ def test_on_langgraph_the_same_crash_runs_the_tools_node_again_and_charges_again
     assert report.frame.fired.iloc[1:].all()
 
 
+def test_on_the_functional_api_the_same_crash_runs_only_the_receipt_again():
+    kept = {}
+    build = functools.partial(tw.build_functional, plan=[RateLimit("model", times=1)],
+                              retry=RetryPolicy(initial_interval=0.0, jitter=False))
+    report = lgb.explore_crashes(build, tw.graph_input(), lambda run, world: kept.update(
+        {run.run_id: (run, world)}), world=tw.keyless)
+    run, world = kept["p5-after_effect"]
+    assert run.source == "langgraph" and run.status == "completed"
+    assert len(run.history) == 6         # one saved task per model call and tool call
+    row = dl.compare(run, world=world).iloc[0]
+    assert (row.retries_rate_limited, row.crashes, row.model_calls, row.model_calls_paid) == (
+        1, 1, 3, 3)
+    assert (len(world.payments.effects), len(world.email.effects)) == (1, 2)
+    assert report.frame.fired.iloc[1:].all()
+
+
+def test_functional_api_breaks_only_in_the_charge_window_when_the_charge_ignores_keys():
+    report = lgb.explore_crashes(tw.build_functional, tw.graph_input(),
+                                 tw.one_charge_one_receipt, world=tw.keyless_charges)
+    assert [(r.activity, r.point) for r in report.broken.itertuples()] == [
+        ("charge_card", "after_effect")]
+    assert len(report.points) == 18      # six tasks, three points each
+
+
 def test_without_faults_each_framework_charges_once_and_answers():
     for workflow in (tw.react_agent, tw.pydantic_agent):
         world = tw.keyless()
@@ -70,6 +94,11 @@ def test_without_faults_each_framework_charges_once_and_answers():
         tw.graph_input(), {"configurable": {"thread_id": "t-1"}})
     assert out["messages"][-1]["content"].startswith("Order A-1001 is paid")
     assert repr(world) == "World(model calls paid 3, charges 1, receipts 1)"
+    world = tw.keyless()
+    out = tw.build_functional(InMemorySaver(), world).invoke(
+        tw.graph_input(), {"configurable": {"thread_id": "t-1"}})
+    assert out["messages"][-1]["content"].startswith("Order A-1001 is paid")
+    assert repr(world) == "World(model calls paid 3, charges 1, receipts 1)"
 
 
 def test_langgraph_default_retry_on_against_lgb_retry_on():
@@ -77,6 +106,8 @@ def test_langgraph_default_retry_on_against_lgb_retry_on():
     for status, (default, ours) in cases.items():
         error = tw.http_error(status)
         assert (tw.node_calls(error), tw.node_calls(error, lgb.retry_on)) == (default, ours)
+    for status in (503, 429):       # add_node's default: no retry_policy, no retry
+        assert tw.node_calls(tw.http_error(status), max_attempts=None) == 1
     own_class = tw.BadRequest("400: the card number is invalid")
     assert (tw.node_calls(own_class), tw.node_calls(own_class, lgb.retry_on)) == (3, 1)
 
@@ -84,3 +115,33 @@ def test_langgraph_default_retry_on_against_lgb_retry_on():
 def test_an_order_that_does_not_exist_is_the_tools_error_not_a_retry():
     with pytest.raises(dl.NonRetryable, match="no order 'B-1'"):
         tw.World().lookup_order("B-1")
+
+
+def run_graph(build, world, retry_on):
+    """Invoke `build`'s graph once on `world` with a quick RetryPolicy; its error, or None."""
+    options = {} if retry_on is None else {"retry_on": retry_on}
+    graph = build(InMemorySaver(), world, retry=RetryPolicy(initial_interval=0.0, jitter=False,
+                                                            **options))
+    try:
+        graph.invoke(tw.graph_input(), {"configurable": {"thread_id": "t-1"}})
+    except tw.BadRequest as exc:
+        return exc
+    return None
+
+
+def test_a_400_from_a_tool_each_framework_in_its_own_way():
+    world = tw.invalid_card()                  # react: the error goes back to the model
+    run = engine_run(tw.react_agent, world)
+    assert run.status == "completed" and world.rejected == 1 and not world.payments.effects
+    tools = run.history[run.history.kind == "activity"].name.tolist()
+    assert tools == ["model", "lookup_order", "model", "charge_card", "send_receipt", "model",
+                     "send_receipt", "model"]
+    world = tw.invalid_card()                  # Pydantic AI: a tool's exception ends the run
+    run = engine_run(tw.pydantic_agent, world)
+    assert run.status == "failed" and world.rejected == 1
+    assert isinstance(run.error, dl.ActivityFailed)
+    for build in (tw.build_graph, tw.build_functional):
+        for retry_on, sent in ((None, 3), (lgb.retry_on, 1)):
+            world = tw.invalid_card()
+            assert isinstance(run_graph(build, world, retry_on), tw.BadRequest)
+            assert world.rejected == sent and not world.payments.effects

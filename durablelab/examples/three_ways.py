@@ -1,8 +1,9 @@
-"""One order agent written three ways: durablelab's `react`, Pydantic AI, and a LangGraph graph.
+"""One order agent written four ways: durablelab's `react`, Pydantic AI, and LangGraph as a
+graph and as a functional workflow.
 
 Lesson 17 puts an agent you already have under durablelab's fault plans. The agent is the
 seed's: look the order up, then charge the card and email the receipt (both asked for in
-one model answer, as a model that makes parallel tool calls does), then answer. The three
+one model answer, as a model that makes parallel tool calls does), then answer. The four
 versions share everything but the framework: the same scripted model (a `dl.sim.SimLLM`
 playing `SCENARIO`), the same tools and the same `World`, so that whatever differs between
 their runs under one fault plan is the framework's doing.
@@ -15,6 +16,8 @@ their runs under one fault plan is the framework's doing.
   ``tools`` node that runs every tool call of its answer, with the calls wrapped by
   `durablelab.backends.langgraph.faults` so a plan's rules reach them by name. LangGraph's
   unit of durability is the node: a crash inside ``tools`` runs the whole node again.
+- `build_functional`: the same on LangGraph's functional API, an ``@entrypoint`` calling one
+  ``@task`` per model request and tool call: a crash runs only the unfinished task again.
 
 Pydantic AI and LangGraph are imported when first needed (extras ``pydantic-ai`` and
 ``langgraph``), so this module, and `World`, load without them.
@@ -54,12 +57,16 @@ class World:
         clock: the clock the model's ledger stamps (the engine's; a `VirtualClock` if None).
         charge_keys, receipt_keys: whether the payment and the email service honour
             idempotency keys (False: a repeated call is a second effect).
+        card_invalid: the payment API answers every charge with HTTP 400, raised as the
+            client's own class (`BadRequest`); ``rejected`` counts the requests it refused.
     """
 
-    def __init__(self, clock=None, *, charge_keys: bool = True, receipt_keys: bool = True):
+    def __init__(self, clock=None, *, charge_keys: bool = True, receipt_keys: bool = True,
+                 card_invalid: bool = False):
         self.llm = SimLLM("sim-small", clock=clock or VirtualClock(), scenario=SCENARIO)
         self.payments = Payments(honor_keys=charge_keys)
         self.email = Email(honor_keys=receipt_keys)
+        self.card_invalid, self.rejected = card_invalid, 0
 
     # The tools' work, whatever framework calls it.
     def lookup_order(self, order_id: str) -> dict:
@@ -68,6 +75,9 @@ class World:
         return dict(ORDERS[order_id])
 
     def charge_card(self, customer: str, amount: float, key: str | None) -> dict:
+        if self.card_invalid:
+            self.rejected += 1
+            raise BadRequest("400: the card number is invalid")
         return self.payments.charge(customer, amount, idempotency_key=key)
 
     def send_receipt(self, to: str, subject: str, key: str | None) -> dict:
@@ -93,6 +103,11 @@ def keyless(clock=None) -> World:
     return World(clock, charge_keys=False, receipt_keys=False)
 
 
+def invalid_card(clock=None) -> World:
+    """A world whose payment API refuses every charge with a 400 (`BadRequest`)."""
+    return World(clock, card_invalid=True)
+
+
 def one_charge_one_receipt(run, world) -> None:
     """The lesson's invariant: the run answered, the card was charged once and one receipt
     was sent, whatever crashed on the way."""
@@ -102,7 +117,7 @@ def one_charge_one_receipt(run, world) -> None:
     assert receipts == 1, f"{receipts} receipts"
 
 
-# --- (c) durablelab's own loop ----------------------------------------------------------------
+# --- (a) durablelab's own loop ----------------------------------------------------------------
 
 def react_tools(world: World) -> list:
     """The three tools for `dl.agents.react`: typed, documented, taking the engine's key."""
@@ -128,7 +143,7 @@ def react_agent(ctx, task: str) -> dict:
     return react(ctx, task, model=ctx.world.llm, tools=react_tools(ctx.world))
 
 
-# --- (a) Pydantic AI --------------------------------------------------------------------------
+# --- (b) Pydantic AI --------------------------------------------------------------------------
 
 def scripted_model(world: World):
     """A Pydantic AI `FunctionModel` that asks `world.llm`: Pydantic AI's messages turned
@@ -195,7 +210,7 @@ def pydantic_agent(ctx, task: str) -> dict:
     return pai.run(ctx, order_agent(ctx.world), task, deps=ctx.world)
 
 
-# --- (b) LangGraph ----------------------------------------------------------------------------
+# --- (c) LangGraph ----------------------------------------------------------------------------
 
 class State(TypedDict):
     """The graph's state: the chat so far (each node's messages are appended)."""
@@ -211,8 +226,9 @@ def build_graph(checkpointer, world: World, plan=None, seed: int = 0, retry=None
     by `seed`). A tool's idempotency key is the thread id and the model's tool-call id,
     which LangGraph saved with the agent node's answer, so a re-run node sends the same one.
 
-    `retry` is each node's LangGraph ``RetryPolicy`` (None: LangGraph's default one). The
-    state holds the chat messages as plain dicts, so the checkpoint stays JSON.
+    `retry` is each node's LangGraph ``RetryPolicy``. None is ``add_node``'s own default:
+    no policy, so LangGraph retries nothing and the first error fails the run. The state
+    holds the chat messages as plain dicts, so the checkpoint stays JSON.
     """
     from langgraph.config import get_config
     from langgraph.graph import END, START, StateGraph
@@ -253,6 +269,55 @@ def build_graph(checkpointer, world: World, plan=None, seed: int = 0, retry=None
     return graph.compile(checkpointer=checkpointer)
 
 
+def build_functional(checkpointer, world: World, plan=None, seed: int = 0, retry=None):
+    """The order agent as a LangGraph functional workflow: an ``@entrypoint`` looping over
+    the chat, the model and each tool call an ``@task``.
+
+    LangGraph saves each task's result as the task ends, so after a crash the recovered
+    entrypoint runs again from its first line, gets every finished task's result back from
+    the checkpoint, and runs only the unfinished task: the unit of durability is the task,
+    as durablelab's is the activity. The calls run one after another (a task's
+    ``.result()`` before the next starts), as the graph's ``tools`` node runs them.
+    `plan`, `seed`, `retry` and the keys are as in `build_graph`.
+    """
+    from langgraph.config import get_config
+    from langgraph.func import entrypoint, task
+
+    from ..agents.tools import tool_schema
+    from ..backends import langgraph as lgb
+
+    inject = lgb.faults(plan, seed=seed)
+    tools = {fn.__name__: fn for fn in react_tools(world)}
+    schemas = [tool_schema(fn) for fn in tools.values()]
+
+    def model(messages):
+        reply = world.llm(messages, schemas)
+        return {"role": "assistant", "content": reply["content"],
+                "tool_calls": reply["tool_calls"], "usage": reply["usage"]}
+
+    ask = task(inject.wrap(model, "model"), retry_policy=retry)
+    run_tool = {name: task(inject.wrap(fn, name), retry_policy=retry)
+                for name, fn in tools.items()}
+
+    @entrypoint(checkpointer=checkpointer)
+    def order_agent(request: dict) -> dict:
+        thread = get_config()["configurable"]["thread_id"]
+        messages = list(request["messages"])
+        while True:
+            reply = ask(messages).result()
+            messages.append(reply)
+            if not reply["tool_calls"]:
+                return {"messages": messages}
+            for call in reply["tool_calls"]:
+                keyed = {} if call["name"] == "lookup_order" else {
+                    "idempotency_key": f"{thread}:{call['id']}"}
+                value = run_tool[call["name"]](**call["arguments"], **keyed).result()
+                messages.append({"role": "tool", "tool_call_id": call["id"],
+                                 "name": call["name"], "content": json.dumps(value)})
+
+    return order_agent
+
+
 def graph_input(task: str = TASK) -> dict:
     """The graph's input for `task`: the first chat message."""
     return {"messages": [{"role": "user", "content": task}]}
@@ -276,10 +341,12 @@ def http_error(status: int):
                                  response=response)
 
 
-def node_calls(error: Exception, retry_on=None, max_attempts: int = 3) -> int:
+def node_calls(error: Exception, retry_on=None, max_attempts: int | None = 3) -> int:
     """How often LangGraph calls a node that raises `error` every time, under a
-    ``RetryPolicy(max_attempts=3)`` with `retry_on` (None: LangGraph's default), before the
-    graph gives up. Backoff 0 s, so the count takes no time."""
+    ``RetryPolicy(max_attempts=3)`` with `retry_on` (None: ``RetryPolicy()``'s default
+    ``retry_on``), before the graph gives up. ``max_attempts=None``: the node gets no
+    ``retry_policy`` at all, as ``add_node`` does unless told. Backoff 0 s, so the count
+    takes no time."""
     from langgraph.graph import END, START, StateGraph
     from langgraph.types import RetryPolicy
 
@@ -290,9 +357,10 @@ def node_calls(error: Exception, retry_on=None, max_attempts: int = 3) -> int:
         raise error
 
     options = {} if retry_on is None else {"retry_on": retry_on}
+    policy = None if max_attempts is None else RetryPolicy(
+        max_attempts=max_attempts, initial_interval=0.0, jitter=False, **options)
     graph = StateGraph(State)
-    graph.add_node("ask_model", ask_model, retry_policy=RetryPolicy(
-        max_attempts=max_attempts, initial_interval=0.0, jitter=False, **options))
+    graph.add_node("ask_model", ask_model, retry_policy=policy)
     graph.add_edge(START, "ask_model")
     graph.add_edge("ask_model", END)
     try:
@@ -303,6 +371,6 @@ def node_calls(error: Exception, retry_on=None, max_attempts: int = 3) -> int:
 
 
 __all__ = ["TASK", "ORDERS", "SCENARIO", "World", "keyless_charges", "keyless_receipts",
-           "keyless", "one_charge_one_receipt", "react_tools", "react_agent", "order_agent", "State", "scripted_model",
-           "pydantic_agent", "build_graph", "graph_input", "BadRequest", "http_error",
+           "keyless", "invalid_card", "one_charge_one_receipt", "react_tools", "react_agent", "order_agent", "State", "scripted_model",
+           "pydantic_agent", "build_graph", "build_functional", "graph_input", "BadRequest", "http_error",
            "node_calls"]

@@ -6,7 +6,8 @@ loads without the extras; without them a checker says which extra to install."""
 
 from . import Stop, exercise
 
-POINTS = ("before_activity", "after_effect", "after_record")
+#: A call inside a node has these two: its result is saved only with the node's writes.
+POINTS = ("before_activity", "after_effect")
 
 
 def _langgraph():
@@ -29,9 +30,13 @@ def _windows(answer) -> set[tuple[str, str]]:
                 and all(isinstance(part, str) for part in item)):
             raise Stop(f"{item!r} is not an (activity, point) tuple such as "
                        f"('charge_card', 'after_effect')")
+        if item[1] == "after_record":
+            raise Stop(f"{item!r}: a tool call inside a LangGraph node has no after_record "
+                       f"point: LangGraph saves its result only with the whole node's writes, "
+                       f"so the explorer crashes a call at before_activity and after_effect")
         if item[1] not in POINTS:
-            raise Stop(f"{item[1]!r} is not a crash point of a LangGraph call: one of "
-                       f"{', '.join(POINTS)}")
+            raise Stop(f"{item[1]!r} is not a crash point of a call inside a LangGraph node: "
+                       f"one of {', '.join(POINTS)}")
         found.add(item)
     return found
 
