@@ -380,6 +380,19 @@ def test_compare_plot_takes_chosen_metrics_and_an_index_of_run_ids():
         dl.viz.compare_plot(METRICS[["run_id", "status"]])
 
 
+def test_compare_plot_legend_keeps_names_the_ticks_cut_short():
+    """Two runs whose names agree for 16 characters get the same cut tick label; the legend
+    names each whole, so its colours still tell them apart."""
+    frame = pd.DataFrame({"retries": [1, 3]},
+                         index=["langgraph graph, sync", "langgraph graph, exit"])
+    fig = dl.viz.compare_plot(frame)
+    (ax,) = [ax for ax in fig.axes if ax.get_visible()]
+    ticks = [t.get_text() for t in ax.get_xticklabels()]
+    assert ticks[0] == ticks[1]                       # cut to the same 16 characters
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == list(frame.index)
+    render(fig)
+
+
 # --- run_html -------------------------------------------------------------------------------
 
 def test_html_card_shows_status_counts_and_result(story_run):

@@ -77,7 +77,9 @@ def compare_plot(frame: pd.DataFrame, metrics=None, *, width=None) -> Figure:
         ax.set_visible(False)
     if len(frame) > 1:
         fig.legend(handles=[Patch(facecolor=c, edgecolor="#333333", linewidth=0.6, label=n)
-                            for c, n in zip(colours, names)], loc="outside lower center",
+                            # whole names: two runs cut to the same label stay apart
+                            for c, n in zip(colours, map(str, frame.index))],
+                   loc="outside lower center",
                    ncol=min(len(names), 4), fontsize=_FONT, frameon=False)
     return fig
 
