@@ -19,7 +19,11 @@ a "messages" lane. A wait still open when the run ended stops at the run's end.
 
 Virtual time makes an attempt take 0 s, so bars get a minimum visible width; attempts that
 happen at (nearly) the same instant are laid side by side in their order, not on top of
-each other. Everything is read from `Run` frames only, so imported runs draw the same way.
+each other, and a crash line sits at the end of the bar it cut off. A run that happens
+entirely at one instant is drawn as a sequence of slots instead of on a time axis
+(`durablelab.viz.order`). Runs stacked in one figure share one time axis, so they compare,
+and the figure stays within a screen's height. Everything is read from `Run` frames only,
+so imported runs draw the same way.
 """
 
 from __future__ import annotations
