@@ -168,12 +168,17 @@ def test_timer_and_signal_wait_are_hatched_spans_in_the_waits_lane(story_run):
     assert {"durable timer", "signal wait"} <= set(legend_labels(fig))
 
 
-def test_a_crash_is_a_vertical_line_at_crashed_at(story_run):
+def test_a_crash_is_a_vertical_line_at_the_end_of_the_attempt_it_cut_off(story_run):
     fig = dl.viz.timeline(story_run)
     (crash,) = story_run.crashes.itertuples()
     (line,) = artists(fig, Line2D, "crash:")
     assert line.get_gid() == "crash:after_effect"
-    assert list(line.get_xdata()) == [crash.crashed_at / 60] * 2
+    # The attempt took 0 s and is drawn as a narrow bar from crashed_at: the line is at its
+    # end, between it and the recovered worker's attempt, not on top of its start.
+    cut, again = artists(fig, Rectangle, "attempt:7:1:")
+    assert cut.get_gid() == "attempt:7:1:crashed" and cut.get_x() == crash.crashed_at / 60
+    assert list(line.get_xdata()) == [cut.get_x() + cut.get_width()] * 2
+    assert again.get_gid() == "attempt:7:1:ok" and again.get_x() >= line.get_xdata()[0]
     assert tuple(line.get_ydata()) == (0, 1)      # axes fraction: across every lane
     assert "worker crash" in legend_labels(fig)
 
@@ -291,17 +296,42 @@ def test_two_runs_are_two_axes_sharing_x_titled_with_id_and_status(story_run):
     render(fig)
 
 
-def test_a_run_that_would_be_a_sliver_on_the_shared_axis_gets_its_own(story_run):
-    def short(ctx, _):
-        return ctx.activity("quick", echo, 1)
-    other = one_run(short, run_id="quick-run")
-    fig = dl.viz.timeline([story_run, other])
-    top, bottom = fig.axes
-    assert not top.get_shared_x_axes().joined(top, bottom)
-    assert top.get_xlabel() == "virtual time (min)"
-    assert bottom.get_xlabel().startswith("virtual time: every event at t = 0 s")
-    assert bottom.get_title(loc="left") == "quick-run · completed"
-    assert [t.get_text() for t in bottom.get_yticklabels()] == ["quick"]
+def retried_run(failures, run_id):
+    """A run of one activity that fails `failures` times, 2 s, 4 s ... apart (lesson 05)."""
+    def wf(ctx, _):
+        return ctx.activity("extract", echo, 1, policy=POLICY)
+    faults = [dl.faults.ServerError("extract", attempts=list(range(1, failures + 1)))]
+    return one_run(wf, faults=faults if failures else None, run_id=run_id)
+
+
+def test_runs_for_comparison_share_one_time_axis_even_one_done_at_t0():
+    # Lesson 05's three runs: 0, 1 and 3 retries. Each used to get an x axis of its own
+    # (0-1 s, 0-2 s, 0-14 s) because the first was a sliver: now one scale for all three.
+    runs = [retried_run(n, f"vendor-{n}") for n in (0, 1, 3)]
+    assert [r.latest_at for r in runs] == [0.0, 2.0, 14.0]
+    fig = dl.viz.timeline(runs)
+    axes = fig.axes
+    assert all(axes[0].get_shared_x_axes().joined(axes[0], ax) for ax in axes[1:])
+    assert {ax.get_xlim() for ax in axes} == {axes[0].get_xlim()}
+    assert 14 < axes[0].get_xlim()[1] < 16       # the longest run, and room for its label
+    assert [ax.get_xlabel() for ax in axes] == ["", "", "virtual time (s)"]
+    (done_at_once,) = artists(axes[0], Rectangle, "attempt:")
+    assert done_at_once.get_x() == 0.0
+    render(fig)
+
+
+def test_runs_at_one_instant_with_an_order_to_show_share_an_axis_of_their_own(story_run):
+    def two_steps(ctx, _):
+        return [ctx.activity("a", echo, 1), ctx.activity("b", echo, 2)]
+    crashed = one_run(two_steps, run_id="crashed", faults=[dl.faults.Crash("a", point="after_effect")])
+    plain = one_run(two_steps, run_id="plain")
+    fig = dl.viz.timeline([crashed, plain, story_run])
+    first, second, timed = fig.axes
+    assert first.get_shared_x_axes().joined(first, second)
+    assert not first.get_shared_x_axes().joined(first, timed)
+    assert first.get_xlabel() == ""       # the axis under it shares its ticks and label
+    assert second.get_xlabel().startswith("virtual time: every event at t = 0 s")
+    assert timed.get_xlabel() == "virtual time (min)"
     render(fig)
 
 
@@ -484,3 +514,120 @@ def test_the_axis_unit_can_be_the_one_the_text_uses(story_run):
     assert fig.axes[0].get_xlim()[1] > 5400            # 1.5 h, in seconds
     with pytest.raises(ValueError, match=r"timeline\(unit='minutes'\): use one of s, min, h, days"):
         dl.viz.timeline(story_run, unit="minutes")
+
+
+# --- runs at one instant, axes that fit, figures that fit a screen ------------------------
+
+def two_steps(ctx, _):
+    return [ctx.activity("a", echo, 1), ctx.activity("b", echo, 2)]
+
+
+@pytest.mark.parametrize("point, order", [
+    ("before_activity", ["attempt:1:1:crashed", "attempt:1:1:ok", "attempt:2:1:ok"]),
+    ("after_effect", ["attempt:1:1:crashed", "attempt:1:1:ok", "attempt:2:1:ok"]),
+    ("after_record", ["attempt:1:1:ok", "attempt:1:1:crashed", "attempt:2:1:ok"])])
+def test_a_crash_at_t0_is_drawn_where_it_happened_between_the_steps(point, order):
+    # Lessons 02 and 13: everything at t = 0, and the crash line used to sit at the far
+    # left, before the attempt it cut off.
+    run = one_run(two_steps, faults=[dl.faults.Crash("a", point=point)])
+    assert set(run.attempts.started_at) == {0.0} and list(run.crashes.crashed_at) == [0.0]
+    fig = dl.viz.timeline(run)
+    bars = sorted(artists(fig, Rectangle, "attempt:"), key=lambda bar: bar.get_x())
+    assert [bar.get_gid() for bar in bars] == order
+    (line,) = artists(fig, Line2D, "crash:")
+    cut = next(bar for bar in bars if bar.get_gid().endswith("crashed"))
+    after = bars[bars.index(cut) + 1]
+    assert line.get_xdata()[0] == cut.get_x() + cut.get_width() == after.get_x() > 0
+    # the fresh worker's wake-up is on the crash's line, the first one at the start
+    marks = {m.get_gid(): m.get_xdata()[0] for m in artists(fig, Line2D, "wakeup:")}
+    assert marks == {"wakeup:start": 0.0, "wakeup:recovery": line.get_xdata()[0]}
+    render(fig)
+
+
+def test_a_wait_at_t0_takes_its_place_in_the_order():
+    def wf(ctx, _):
+        first = ctx.activity("a", echo, 1)
+        approval = ctx.wait_signal("approval")
+        return [first, approval, ctx.activity("b", echo, 2)]
+    engine = dl.Engine()
+    engine.start(wf, None, run_id="run")
+    engine.signal("run", "approval", True)     # arrives before the wait: no time passes
+    engine.run_until_idle()
+    run = engine.run("run")
+    engine.close()
+    assert run.status == "completed" and run.latest_at == 0.0
+    fig = dl.viz.timeline(run)
+    a, b = artists(fig, Rectangle, "attempt:")
+    (wait,) = artists(fig, Rectangle, "wait:signal:approval")
+    assert a.get_x() + a.get_width() == wait.get_x()
+    assert wait.get_x() + wait.get_width() == b.get_x()
+
+
+def test_crash_places_without_an_attempt_cut_off_go_between_slots():
+    from durablelab.viz.order import Slots, crash_places
+    attempts = pd.DataFrame({"position": [1, 3], "attempt": [1, 1]})
+    waits = [dataclasses.make_dataclass("W", ["position"])(2)]
+    slots = Slots(attempts, waits, 0.5)
+    assert (slots.attempt, slots.wait) == ({0: 0.0, 1: 1.0}, {0: 0.5})
+    crashes = pd.DataFrame({"crashed_at": [0.0] * 4, "run_id": ["r", "r", "r", "other"],
+                            "position": [2, 2, 3, 1],
+                            "point": ["before_activity", "during_wait", "after_record",
+                                      "after_effect"]})
+    assert crash_places(crashes, "r", {}, slots, lambda t: -1.0) == [0.5, 0.75, 1.5, -1.0]
+
+
+def test_the_time_axis_fits_a_run_shorter_than_a_second():
+    # Lesson 14: a run of 0.3 s was drawn on an axis to 1 s.
+    quick = dl.RetryPolicy(max_attempts=5, initial=0.1, backoff=2.0, jitter="none")
+    run = one_run(lambda ctx, _: ctx.activity("a", echo, 1, policy=quick),
+                  faults=[dl.faults.ServerError("a", attempts=[1, 2])])
+    assert run.latest_at == pytest.approx(0.3)
+    fig = dl.viz.timeline(run)
+    assert fig.axes[0].get_xlabel() == "virtual time (s)"
+    assert 0.3 < fig.axes[0].get_xlim()[1] <= 0.36
+
+
+def pixels(fig):
+    """The height of the figure as a notebook shows it (its PNG), in pixels."""
+    from PIL import Image
+    return Image.open(io.BytesIO(fig._repr_png_())).size[1]
+
+
+@pytest.mark.parametrize("count, lanes", [(6, 1), (4, 2)])
+def test_a_stack_of_runs_fits_a_screen(count, lanes):
+    # Lesson 03 cell 28 (six runs of one lane) and lesson 02 cell 26 (four of two) were
+    # about 960 px tall.
+    def wf(ctx, _):
+        return [ctx.activity(f"step{k}", echo, k) for k in range(lanes)]
+    runs = [one_run(wf, run_id=f"run-{k}") for k in range(count)]
+    fig = dl.viz.timeline(runs)
+    assert fig.get_size_inches()[1] <= 6.5
+    assert pixels(fig) <= 680
+    fig.draw_without_rendering()                 # every run's lanes still have room
+    for ax in fig.axes:
+        row = ax.get_window_extent().height / (lanes + 1.6)
+        assert row >= 0.2 * fig.dpi
+        labels = [t.get_window_extent() for t in ax.get_yticklabels()]
+        assert not any(a.overlaps(b) for a, b in zip(labels, labels[1:]))
+
+
+def test_many_runs_grow_past_the_cap_rather_than_squeeze_lanes_unreadably():
+    runs = [one_run(two_steps, run_id=f"run-{k}") for k in range(12)]
+    assert dl.viz.timeline(runs).get_size_inches()[1] > 6.5
+
+
+def test_the_caller_chooses_the_height():
+    run = one_run(two_steps)
+    assert tuple(dl.viz.timeline(run, height=3).get_size_inches()) == (9.0, 3.0)
+    assert tuple(run.timeline(height=4.5).get_size_inches()) == (9.0, 4.5)
+
+
+@pytest.mark.parametrize("height, error", [(0, dl.errors.BadValue), (-2.0, dl.errors.BadValue),
+                                           (float("nan"), dl.errors.BadValue),
+                                           ("6", dl.errors.BadType),
+                                           (True, dl.errors.BadType)])
+def test_a_height_that_is_not_inches_says_what_to_give(height, error):
+    with pytest.raises(error, match=r"timeline\(height=.*\): give the figure height in "
+                                    r"inches, a number above 0 \(or None: as tall as the "
+                                    r"lanes need, at most 6.5 in\)"):
+        dl.viz.timeline(one_run(two_steps), height=height)

@@ -19,7 +19,11 @@ a "messages" lane. A wait still open when the run ended stops at the run's end.
 
 Virtual time makes an attempt take 0 s, so bars get a minimum visible width; attempts that
 happen at (nearly) the same instant are laid side by side in their order, not on top of
-each other. Everything is read from `Run` frames only, so imported runs draw the same way.
+each other, and a crash line sits at the end of the bar it cut off. A run that happens
+entirely at one instant is drawn as a sequence of slots instead of on a time axis
+(`durablelab.viz.order`). Runs stacked in one figure share one time axis, so they compare,
+and the figure stays within a screen's height. Everything is read from `Run` frames only,
+so imported runs draw the same way.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from __future__ import annotations
 import io
 
 import math
+import numbers
 from dataclasses import dataclass
 
 import pandas as pd
@@ -37,7 +42,8 @@ from matplotlib.transforms import blended_transform_factory
 
 from ..durations import UNITS, duration_text, time_unit
 from ..waits import pair_waits
-from ..errors import BadValue
+from ..errors import BadType, BadValue
+from .order import Slots, crash_places, wakeup_places
 
 # Okabe-Ito colours: distinguishable with the common colour-vision deficiencies.
 PALETTE = {
@@ -94,6 +100,7 @@ class Figure(matplotlib.figure.Figure):
 # A wait is two events (see `durablelab.waits`): its start's kind says how the lane draws it.
 _WAIT_STARTS = {"sleep": "timer", "wait_signal": "signal"}
 _MIN_WIDTH = 0.008       # of the axis span: a 0 s attempt is still a visible bar
+MAX_HEIGHT = 6.5         # inches: a figure taller than a laptop screen cannot be taken in
 _FONT = 8.0
 
 
@@ -105,6 +112,7 @@ class Wait:
     end: float | None        # None: still waiting, with no deadline
     label: str
     open: bool               # still waiting when the run was read
+    position: float | None = None   # of its start event in history
 
 
 def waits(history: pd.DataFrame, ended_at: float | None = None) -> list[Wait]:
@@ -122,7 +130,8 @@ def waits(history: pd.DataFrame, ended_at: float | None = None) -> list[Wait]:
                  else f"{kind} {name!r}")
         if end is not None:
             label += " (timed out)" if end.kind == "signal_timeout" else ""
-            found.append(Wait(kind, name, start.recorded_at, end.recorded_at, label, False))
+            found.append(Wait(kind, name, start.recorded_at, end.recorded_at, label, False,
+                              start.position))
             continue
         deadline = value.get("deadline")
         until = deadline if _finite(deadline) else None
@@ -131,7 +140,7 @@ def waits(history: pd.DataFrame, ended_at: float | None = None) -> list[Wait]:
             label += " (open when the run ended)"
         else:
             label += " (waiting)" if until is not None else " (waiting, no deadline)"
-        found.append(Wait(kind, name, start.recorded_at, until, label, True))
+        found.append(Wait(kind, name, start.recorded_at, until, label, True, start.position))
     return sorted(found, key=lambda w: w.start)
 
 
@@ -166,13 +175,19 @@ def _sublanes(attempts: pd.DataFrame) -> list[str]:
     return [lane_of[key] for key in zip(attempts.activity, attempts.position)]
 
 
-def timeline(runs, *, width=None, title=None, align="clock", unit=None) -> Figure:
-    """A Figure of one or more runs over time: one stacked axes per run, sharing the x axis
-    (unless one run would be a sliver on it: then each run has an axis of its own).
+def timeline(runs, *, width=None, height=None, title=None, align="clock",
+             unit=None) -> Figure:
+    """A Figure of one or more runs over time: one stacked axes per run, all on one shared
+    time axis so they compare at a glance. A run that happens at one instant (virtual time
+    never moved) and has an order to show, several steps or a crash, cannot be read on a
+    time axis: such runs share an axis of their own that shows their steps in order.
 
     Args:
         runs: a `Run` or a list of them (live, loaded from an export, or imported).
         width: figure width in inches (default 9, a notebook's width).
+        height: figure height in inches. By default as tall as the lanes need, but at most
+            6.5 in (650 px, a laptop screen), lanes squeezed to fit; past about a dozen
+            lanes a figure grows taller than that rather than become unreadable.
         title: a title over the whole figure.
         align: "clock" puts every run on one clock, from the earliest start (runs of one
             engine that collide in time show it); "start" measures each run from its own
@@ -191,35 +206,55 @@ def timeline(runs, *, width=None, title=None, align="clock", unit=None) -> Figur
     if unit is not None and unit not in sizes:
         raise BadValue(f"timeline(unit={unit!r}): use one of {', '.join(sizes)}, or None "
                          f"for a unit that follows the span")
+    if height is not None:
+        wanted = (f"give the figure height in inches, a number above 0 (or None: as tall as "
+                  f"the lanes need, at most {MAX_HEIGHT:g} in)")
+        if isinstance(height, bool) or not isinstance(height, numbers.Real):
+            raise BadType(f"timeline(height={height!r}): {wanted}")
+        if not (math.isfinite(height) and height > 0):
+            raise BadValue(f"timeline(height={height!r}): {wanted}")
     width = 9.0 if width is None else float(width)
     origins = [_origin(run) for run in runs]
     if align == "clock":
         origins = [min(origins)] * len(runs)
     spans = [_latest(run) - origin for run, origin in zip(runs, origins)]
-    # One shared axis, unless it would squeeze a run into a sliver of it (a run that all
-    # happens at t = 0 beside one that lasts 10 s): then each run gets an axis of its own.
-    shared = min(spans) >= 0.05 * max(spans) if max(spans) > 0 else True
-    groups = [list(range(len(runs)))] if shared else [[i] for i in range(len(runs))]
+    in_order = [span <= 0 and _has_order(run) for run, span in zip(runs, spans)]
+    groups = [group for group in ([i for i, o in enumerate(in_order) if not o],
+                                  [i for i, o in enumerate(in_order) if o]) if group]
+    group_of = {i: k for k, group in enumerate(groups) for i in group}
+    # An axis carries its x ticks and label unless the one under it shares them.
+    labelled = [i == len(runs) - 1 or group_of[i + 1] != group_of[i] for i in range(len(runs))]
 
     lanes = [_lanes(run) for run in runs]
-    heights = [1.1 + 0.34 * max(len(names), 1) + (0 if shared else 0.35) for names in lanes]
+    extra = [0.35 if labelled[i] and i < len(runs) - 1 else 0.0 for i in range(len(runs))]
+    heights = [1.1 + 0.34 * max(len(names), 1) + e for names, e in zip(lanes, extra)]
     notes = list(dict.fromkeys(note for run in runs for note in getattr(run, "notes", ()) or ()))
-    fig = Figure(figsize=(width, sum(heights) + 0.9 + 0.25 * len(notes)), layout="constrained")
+    foot = 0.25 * len(notes)
+    if height is None:
+        # Squeezed to fit, a run keeps its title and at least 0.2 in (20 px) a row for its
+        # lanes and its wake-up strip.
+        tightest = sum(0.3 + 0.2 * (max(len(names), 1) + 1.2) + e
+                       for names, e in zip(lanes, extra))
+        height = min(sum(heights) + 0.9, max(MAX_HEIGHT - foot, tightest + 0.9)) + foot
+    height = float(height)
+    fig = Figure(figsize=(width, height), layout="constrained")
     plots = fig
     if notes:   # a strip of its own under the legend, so layout keeps them apart
-        plots, foot = fig.subfigures(2, 1, height_ratios=[sum(heights) + 0.9,
-                                                          0.1 + 0.25 * len(notes)])
-        foot.text(0.5, 0.5, "\n".join(f"Note: {note}" for note in notes), ha="center",
-                  va="center", fontsize=_FONT, style="italic", color="#333333", wrap=True)
-    axes = plots.subplots(len(runs), 1, sharex=shared, squeeze=False,
+        plots, bottom = fig.subfigures(2, 1, height_ratios=[max(height - foot, 0.1),
+                                                            0.1 + foot])
+        bottom.text(0.5, 0.5, "\n".join(f"Note: {note}" for note in notes), ha="center",
+                    va="center", fontsize=_FONT, style="italic", color="#333333", wrap=True)
+    axes = plots.subplots(len(runs), 1, squeeze=False,
                           gridspec_kw={"height_ratios": heights})[:, 0]
     legend = _Legend()
     source = {getattr(run, "source", "durablelab") for run in runs}
     clock = "virtual time" if source == {"durablelab"} else "time"
     for group in groups:
+        for i in group[1:]:
+            axes[i].sharex(axes[group[0]])
         real_span = max(spans[i] for i in group)
         instant = real_span <= 0  # everything at one instant: show the order, not 0-1 s
-        span = max(real_span, 1.0)
+        span = real_span if not instant else 1.0
         if any(w.end is None for i in group for w in waits(runs[i].history, runs[i].ended_at)):
             span *= 1.25          # room to show a wait that has no end yet
         shown, size = time_unit(span) if unit is None else (unit, sizes[unit])
@@ -227,23 +262,32 @@ def timeline(runs, *, width=None, title=None, align="clock", unit=None) -> Figur
         for i in group:
             right = max(right, _draw_run(axes[i], runs[i], lanes[i], origins[i], size,
                                          span / size, width, legend, instant=instant))
-        last = axes[group[-1]]
-        last.set_xlim(-0.01 * span / size, right)
+        axes[group[0]].set_xlim(-0.01 * span / size, right)
         if instant:
-            for i in group:
-                axes[i].set_xticks([0.0])
+            axes[group[0]].set_xticks([0.0])
         origin = origins[group[0]]
         since = "" if align == "clock" and origin == 0 else (
             " since start" if align == "start" or source != {"durablelab"}
             else f" since t = {duration_text(origin)}")
-        last.set_xlabel(f"{clock}{since} ({shown})" if not instant else
-                        f"{clock}: every event at t = {duration_text(origin)} "
-                        f"(bars side by side in the order they happened)")
+        for i in group:
+            if not labelled[i]:
+                axes[i].tick_params(axis="x", labelbottom=False)
+                continue
+            axes[i].set_xlabel(f"{clock}{since} ({shown})" if not instant else
+                               f"{clock}: every event at t = {duration_text(origin)} "
+                               f"(bars side by side in the order they happened)")
     if title:
         fig.suptitle(title, fontsize=11)
     legend.draw(plots, width)
     thin_labels(fig)
     return fig
+
+
+def _has_order(run) -> bool:
+    """Whether a run drawn at one instant has an order to show: more than one attempt or
+    wait, or a crash of its own (a single attempt at t = 0 is as clear on a time axis)."""
+    steps = len(activity_attempts(run)) + len(waits(run.history, run.ended_at))
+    return steps > 1 or bool((run.crashes.run_id == run.run_id).any())
 
 
 def _draw_run(ax, run, names, origin, size, span, width, legend, instant=False):
@@ -255,10 +299,9 @@ def _draw_run(ax, run, names, origin, size, span, width, legend, instant=False):
     min_width = (0.04 if instant else _MIN_WIDTH) * span
     char = _char_width(span, width)
     attempts = activity_attempts(run)
-    slot = {}
-    if instant:
-        order = attempts.sort_values(["position", "attempt"], kind="stable").index
-        slot = {index: k * min_width for k, index in enumerate(order)}
+    run_waits = waits(run.history, run.ended_at)
+    slots = Slots(attempts, run_waits, min_width) if instant else None
+    cut: dict = {}           # position -> where each attempt a crash cut off ends
 
     for name, group in attempts.groupby("lane", sort=False):
         y, last_end, last_real_end = lane_of[name], -math.inf, -math.inf
@@ -269,7 +312,7 @@ def _draw_run(ax, run, names, origin, size, span, width, legend, instant=False):
             # A bar padded to min_width pushes the next one right instead of hiding it;
             # attempts that really overlap (parallel calls) keep their true positions.
             if instant:
-                start = slot[index]
+                start = slots.attempt[index]
             elif start >= last_real_end:
                 start = max(start, last_end)
             drawn = max(end - start, min_width)
@@ -280,6 +323,8 @@ def _draw_run(ax, run, names, origin, size, span, width, legend, instant=False):
                 gid=f"attempt:{row.position}:{row.attempt}:{row.outcome}"))
             legend.outcome(row.outcome)
             last_end, last_real_end = start + drawn, x(row.ended_at)
+            if row.outcome == "crashed":
+                cut.setdefault(row.position, []).append(start + drawn)
             if _finite(row.delay) and row.delay > 0:
                 ax.add_line(Line2D([x(row.ended_at), x(row.ended_at + row.delay)], [y, y],
                                    color=BACKOFF_COLOUR, linewidth=1.4, zorder=2,
@@ -309,9 +354,11 @@ def _draw_run(ax, run, names, origin, size, span, width, legend, instant=False):
 
     if WAIT_LANE in lane_of:
         y = lane_of[WAIT_LANE]
-        for wait in waits(run.history, run.ended_at):
-            start = x(wait.start)
+        for k, wait in enumerate(run_waits):
+            start = slots.wait[k] if instant else x(wait.start)
             end = span * 1.03 if wait.end is None else x(wait.end)   # open: to the edge
+            if instant:
+                end = start if wait.end is not None else end
             style = WAIT_STYLES[wait.kind]
             ax.add_patch(Rectangle(
                 (start, y - 0.3), max(end - start, min_width), 0.6, facecolor="white",
@@ -332,9 +379,11 @@ def _draw_run(ax, run, names, origin, size, span, width, legend, instant=False):
     if len(run.crashes):
         bottom += 0.6        # a row under the lanes for the crash labels
     placed = []              # label extents; the run's own crashes get labels first
-    crashes = run.crashes.assign(other=run.crashes.run_id != run.run_id)
-    for crash in crashes.sort_values(["other", "crashed_at"], kind="stable").itertuples():
-        at = x(crash.crashed_at)
+    crashes = run.crashes.sort_values("crashed_at", kind="stable")
+    crash_x = crash_places(crashes, run.run_id, cut, slots, x)
+    crashes = crashes.assign(at=crash_x, other=crashes.run_id != run.run_id)
+    for crash in crashes.sort_values("other", kind="stable").itertuples():
+        at = crash.at
         ax.axvline(at, color=CRASH_COLOUR, linestyle="--", linewidth=1.1, zorder=5,
                    gid=f"crash:{crash.point}")
         text = "crash (other run)" if crash.other else f"crash: {crash.point}"
@@ -344,7 +393,11 @@ def _draw_run(ax, run, names, origin, size, span, width, legend, instant=False):
             placed.append(extent)   # both sides: _label may flip it left of the line
         legend.add("crash")
 
-    right = _draw_wakeups(ax, run.wakeups, x, strip, span, width)
+    wakeups = run.wakeups.sort_values("woke_at", kind="stable")
+    wakeups = wakeups.assign(x=wakeup_places(wakeups, crashes, crash_x, run.run_id, slots, x))
+    right = _draw_wakeups(ax, wakeups, strip, span, width)
+    if instant:              # every slot on the axis, however many there are
+        right = max(right, (len(slots) + 1) * min_width)
     if len(run.wakeups):
         legend.add("wakeup")
 
@@ -376,28 +429,29 @@ def _wakeup_text(rows) -> str:
     return f"{len(rows)}× ↻{sum(r.replayed for r in rows)} +{sum(r.recorded for r in rows)}"
 
 
-def _draw_wakeups(ax, wakeups, x, y, span, width) -> float:
-    """Wake-up marks on the strip, each group labelled right of its last mark. A group
+def _draw_wakeups(ax, wakeups, y, span, width) -> float:
+    """Wake-up marks on the strip (at each row's `x`), each group labelled right of its
+    last mark. A group
     takes every later mark its label would cover, so no label covers a mark or another
     label (`thin_labels` checks the drawn boxes once the figure is laid out). Returns
     where the last label ends, so the axis can make room for it."""
     char = _char_width(span, width)
-    rows = list(wakeups.sort_values("woke_at", kind="stable").itertuples(index=False))
+    rows = list(wakeups.sort_values("x", kind="stable").itertuples(index=False))
     for row in rows:
-        ax.plot([x(row.woke_at)], [y], marker="v", markersize=6, color=WAKEUP_COLOUR,
+        ax.plot([row.x], [y], marker="v", markersize=6, color=WAKEUP_COLOUR,
                 linestyle="none", zorder=4, gid=f"wakeup:{row.reason}")
     right, i = -math.inf, 0
     while i < len(rows):
         group = [rows[i]]
         i += 1
         while True:   # grow the group while its label (from its last mark) covers the next
-            end = x(group[-1].woke_at) + char * (len(_wakeup_text(group)) + 3)
-            if i < len(rows) and x(rows[i].woke_at) - 1.2 * char <= end:
+            end = group[-1].x + char * (len(_wakeup_text(group)) + 3)
+            if i < len(rows) and rows[i].x - 1.2 * char <= end:
                 group.append(rows[i])
                 i += 1
             else:
                 break
-        at = x(group[-1].woke_at)
+        at = group[-1].x
         ax.text(at + 1.5 * char, y, _wakeup_text(group), ha="left", va="center",
                 fontsize=_FONT - 0.5, color=WAKEUP_COLOUR, zorder=4, gid="wakeup-label")
         right = max(right, end)
