@@ -631,3 +631,22 @@ def test_a_height_that_is_not_inches_says_what_to_give(height, error):
                                     r"inches, a number above 0 \(or None: as tall as the "
                                     r"lanes need, at most 6.5 in\)"):
         dl.viz.timeline(one_run(two_steps), height=height)
+
+
+def test_a_cancelled_run_marks_where_the_cancel_reached_its_code():
+    def waits(ctx, _):
+        ctx.activity("fetch", lambda: 1)
+        return ctx.wait_signal("approve", timeout=3600)
+
+    engine = dl.Engine()
+    run_id = engine.start(waits, None, run_id="c")
+    engine.advance(10)
+    engine.cancel(run_id, "the customer gave up")
+    engine.run_until_idle()
+    run = engine.run(run_id)
+    fig = run.timeline()
+    (ax,) = [ax for ax in fig.axes if ax.get_visible()]
+    marks = [a for a in ax.get_children() if a.get_gid() == "message:cancelled:cancelled"]
+    assert len(marks) == 1 and list(marks[0].get_xdata()) == [10.0]
+    assert "cancel told to the code" in [t.get_text() for t in fig.legends[0].get_texts()]
+    engine.close()

@@ -84,7 +84,10 @@ SPAN_KINDS = {"child_workflow": "child", "nexus_operation": "nexus"}
 # History rows drawn as marks on the messages lane: kind -> (marker, legend label).
 MESSAGE_MARKS = {"signal_received": ("^", "signal received"),
                  "workflow_execution_update_accepted": ("D", "update accepted"),
-                 "workflow_execution_update_rejected": ("X", "update rejected")}
+                 "workflow_execution_update_rejected": ("X", "update rejected"),
+                 # where a cancel reached the code (`engine.cancel`; the run's title says
+                 # how it ended)
+                 "cancelled": ("s", "cancel told to the code")}
 
 
 class Figure(matplotlib.figure.Figure):
@@ -581,8 +584,8 @@ def spans(run) -> pd.DataFrame:
 
 
 def _messages(history: pd.DataFrame) -> pd.DataFrame:
-    """Signals and updates to mark: every update, and signals only in a history without
-    `wait_signal` (where a signal is drawn as the end of its wait instead)."""
+    """Signals, updates and cancels to mark: every update and cancel, and signals only in a
+    history without `wait_signal` (where a signal is drawn as the end of its wait instead)."""
     if "recorded_at" not in history.columns or not len(history):
         return history.iloc[0:0]
     kinds = [k for k in MESSAGE_MARKS if k != "signal_received"]
