@@ -650,3 +650,23 @@ def test_a_cancelled_run_marks_where_the_cancel_reached_its_code():
     assert len(marks) == 1 and list(marks[0].get_xdata()) == [10.0]
     assert "cancel told to the code" in [t.get_text() for t in fig.legends[0].get_texts()]
     engine.close()
+
+
+@dl.workflow
+def _timed_child(ctx, topic):
+    ctx.sleep(2)
+    return topic
+
+
+def test_children_running_at_once_get_a_lane_each():
+    def parent(ctx, topics):
+        return ctx.gather(*[ctx.start_child(_timed_child, t) for t in topics])
+
+    engine = dl.Engine()
+    run_id = engine.start(parent, ["ducks", "geese", "swans"], run_id="p")
+    engine.run_until_idle()
+    fig = engine.run(run_id).timeline()
+    (ax,) = [ax for ax in fig.axes if ax.get_visible()]
+    assert [t.get_text() for t in ax.get_yticklabels()] == [
+        "child _timed_child", "child _timed_child ·2", "child _timed_child ·3"]
+    engine.close()

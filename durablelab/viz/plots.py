@@ -166,16 +166,24 @@ def _sublanes(attempts: pd.DataFrame) -> list[str]:
         return []
     spans = attempts.groupby(["activity", "position"], sort=False).agg(
         start=("started_at", "min"), end=("ended_at", "max")).reset_index()
-    lane_of: dict[tuple, str] = {}
-    for name, group in spans.groupby("activity", sort=False):
-        ends: list[float] = []   # the end of the last activity on each sub-lane
-        for row in group.sort_values(["start", "position"], kind="stable").itertuples():
-            k = next((i for i, end in enumerate(ends) if end <= row.start), len(ends))
-            if k == len(ends):
-                ends.append(row.end)
-            ends[k] = max(row.end, row.start)
-            lane_of[(name, row.position)] = name if k == 0 else f"{name} ·{k + 1}"
+    lane_of = _spread(zip(spans.activity, spans.position, spans.start, spans.end))
     return [lane_of[key] for key in zip(attempts.activity, attempts.position)]
+
+
+def _spread(rows) -> dict[tuple, str]:
+    """(lane, position, start, end) rows -> {(lane, position): its lane, or "lane ·2",
+    "lane ·3" ... where it overlaps one before it}; an end of None is still open."""
+    lane_of: dict[tuple, str] = {}
+    ends: dict[str, list[float]] = {}   # lane -> the end of the last row on each sub-lane
+    for name, position, start, end in sorted(rows, key=lambda r: (r[2], r[1])):
+        end = math.inf if end is None else max(end, start)
+        taken = ends.setdefault(name, [])
+        k = next((i for i, last in enumerate(taken) if last <= start), len(taken))
+        if k == len(taken):
+            taken.append(end)
+        taken[k] = end
+        lane_of[(name, position)] = name if k == 0 else f"{name} ·{k + 1}"
+    return lane_of
 
 
 def timeline(runs, *, width=None, height=None, title=None, align="clock",
@@ -580,7 +588,9 @@ def spans(run) -> pd.DataFrame:
             rows.append((row.kind, row.position, f"{SPAN_KINDS[row.kind]} {row.name}",
                          start if _finite(start) else row.recorded_at,
                          end if _finite(end) else None, row.outcome))
-    return pd.DataFrame(rows, columns=["kind", "position", "lane", "start", "end", "outcome"])
+    frame = pd.DataFrame(rows, columns=["kind", "position", "lane", "start", "end", "outcome"])
+    lane_of = _spread(zip(frame.lane, frame.position, frame.start, frame.end))   # overlaps
+    return frame.assign(lane=[lane_of[key] for key in zip(frame.lane, frame.position)])
 
 
 def _messages(history: pd.DataFrame) -> pd.DataFrame:
