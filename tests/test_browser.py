@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shutil
 import signal
 import socket
 import subprocess
@@ -29,6 +28,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import chromium
 import labserver
 import pytest
 
@@ -36,10 +36,6 @@ ROOT = Path(__file__).resolve().parent.parent
 # Every lesson, the ones added after this test was written too.
 LESSONS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 REQUIRED = os.environ.get("DURABLELAB_BROWSER_TEST") == "required"
-CHROMIUM = next((p for p in (shutil.which("chromium"), shutil.which("chromium-browser"),
-                             "/usr/bin/chromium") if p and Path(p).exists()), None)
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 # JupyterLab settings for the test's own settings folder: no news toast over the page, no
 # autosave (the lesson file stays as committed), every cell in the page (no windowing).
 SETTINGS = {
@@ -51,20 +47,10 @@ SETTINGS = {
 RUN_SECONDS = 420       # the slowest lesson takes about a minute on a loaded machine
 
 
-def _missing() -> str | None:
-    if CHROMIUM is None:
-        return "no chromium on PATH (Debian: apt-get install -y chromium)"
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        return "playwright is not installed (pip install playwright; no browser download)"
-    return None
-
-
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     """A JupyterLab server on the lessons, started the way a learner starts it."""
-    missing = _missing()
+    missing = chromium.missing()
     if missing:
         if REQUIRED:
             pytest.fail(f"the browser test is required here but {missing}")
@@ -122,8 +108,8 @@ def browser(lab):
 
     with sync_playwright() as pw:
         context = pw.chromium.launch_persistent_context(
-            str(lab["home"] / "profile"), executable_path=CHROMIUM, headless=True,
-            args=FLAGS, viewport={"width": 1400, "height": 1000})
+            str(lab["home"] / "profile"), executable_path=chromium.CHROMIUM, headless=True,
+            args=chromium.FLAGS, viewport={"width": 1400, "height": 1000})
         try:
             yield context
         finally:
