@@ -42,6 +42,7 @@ SLOW_MODULES = {  # file name (a glob) -> why it is slow
     "test_dbos.py": "starts DBOS Transact and a throwaway PostgreSQL server",
     "test_sweep_dask.py": "starts a Dask cluster of worker processes and kills one",
     "test_browser.py": "runs every lesson with Run All in JupyterLab in a headless Chromium",
+    "test_site.py": "opens every page of the built course site in a headless Chromium",
     "test_binder.py": "builds a fresh virtual environment from binder/ and runs a lesson",
     "test_wheel.py": "builds a wheel and serves its lessons from a fresh virtual environment",
     "test_agents_client.py": "the real openai client against a local HTTP server, real hangs",
