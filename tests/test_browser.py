@@ -156,7 +156,8 @@ CELLS = """() => Array.from(document.querySelectorAll('.jp-Notebook .jp-CodeCell
     outputs: Array.from(cell.querySelectorAll('.jp-OutputArea-output')).map(out => ({
         mime: out.getAttribute('data-mime-type') || '',
         text: out.textContent,
-        images: Array.from(out.querySelectorAll('img')).map(img => img.complete ? img.naturalWidth : -1),
+        images: Array.from(out.querySelectorAll('img'))
+                     .map(img => img.complete ? img.naturalWidth : -1),
         place: out.classList.contains('jupyter-widgets'),
         widget: out.querySelector('.jupyter-widgets') !== null,
     })),

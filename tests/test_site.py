@@ -105,7 +105,8 @@ def test_a_lesson_page_shows_every_figure_and_error_and_no_widget_as_text(browse
         assert not away, f"{lesson.stem} asked the network for {away}"
         page.wait_for_function("() => Array.from(document.images).every(i => i.complete)",
                                timeout=20_000)
-        widths = page.eval_on_selector_all(".cell_output img", "imgs => imgs.map(i => i.naturalWidth)")
+        widths = page.eval_on_selector_all(".cell_output img",
+                                           "imgs => imgs.map(i => i.naturalWidth)")
         assert len(widths) == shown["pictures"], (
             f"{lesson.stem}: the page shows {len(widths)} pictures, the executed lesson drew "
             f"{shown['pictures']}")
