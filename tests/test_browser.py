@@ -139,15 +139,27 @@ def _deliberate(lesson: Path) -> list[bool]:
 
 IDLE = """() => Array.from(document.querySelectorAll('.jp-StatusBar-TextItem'))
                    .some(e => /\\|\\s*Idle/.test(e.textContent))"""
-# Run All has ended: the kernel is idle, no cell is queued or running ([*]), and it ran at
-# least one cell. Cells after an error it stopped at keep an empty prompt.
-RUN_ENDED = """() => {
+# Run All has ended: every code cell ran (their prompts were cleared before it) and the
+# kernel is idle, or nothing has moved for QUIET ms: idle, no cell queued or running ([*]).
+# JupyterLab hands the kernel one cell after another, so between two cells the kernel can
+# be idle with the next one not yet queued: only a quiet that lasts is the end.
+QUIET = 10_000
+RUN_ENDED = """(quiet) => {
     const idle = Array.from(document.querySelectorAll('.jp-StatusBar-TextItem'))
                    .some(e => /\\|\\s*Idle/.test(e.textContent));
     const prompts = Array.from(document.querySelectorAll('.jp-CodeCell .jp-InputPrompt'))
                    .map(p => p.textContent);
-    return idle && !prompts.some(p => p.includes('*')) && prompts.some(p => /\\[\\d+\\]/.test(p));
+    if (idle && prompts.every(p => /\\[\\d+\\]/.test(p))) return true;
+    const state = prompts.join('|');
+    if (!idle || prompts.some(p => p.includes('*')) || state !== window.__lastState) {
+        window.__lastState = state;
+        window.__quietSince = Date.now();
+        return false;
+    }
+    return Date.now() - window.__quietSince > quiet;
 }"""
+CLEARED = """() => Array.from(document.querySelectorAll('.jp-CodeCell .jp-InputPrompt'))
+                   .every(p => !/\\d/.test(p.textContent))"""
 # What each code cell shows: its prompt and, per output, the renderer's MIME type, its text,
 # the natural width of its images, whether it is a widget's place (JupyterLab's widget
 # renderer marks the output itself) and whether a widget view rendered inside it.
@@ -247,9 +259,14 @@ def test_run_all_shows_every_output_as_a_learner_should_see_it(lab, browser, les
         # `durablelab lab` serves the checkout, the lessons in its notebooks/ folder
         page.goto(f"{lab['base']}/lab/tree/notebooks/{lesson.name}?token={lab['token']}&reset")
         page.wait_for_function(IDLE, timeout=90_000)
+        # the outputs nbval compares are stored with their prompts: clear them, so a prompt
+        # with a number is a cell this Run All ran
+        page.locator(".lm-MenuBar-itemLabel", has_text="Edit").first.click()
+        page.locator(".lm-Menu-itemLabel", has_text="Clear Outputs of All Cells").first.click()
+        page.wait_for_function(CLEARED, timeout=10_000)
         page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
         page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
-        page.wait_for_function(RUN_ENDED, timeout=RUN_SECONDS * 1000, polling=500)
+        page.wait_for_function(RUN_ENDED, arg=QUIET, timeout=RUN_SECONDS * 1000, polling=500)
         # widgets render and images decode after the kernel is idle: give them a moment
         try:
             page.wait_for_function(
