@@ -6,6 +6,7 @@ import dataclasses
 import html
 import inspect
 import linecache
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -492,3 +493,33 @@ def test_paths_are_shown_relative_to_the_folder_or_the_package(tmp_path, monkeyp
     (tmp_path / "flows.py").write_text("x = 1\n")
     assert display_path(str(tmp_path / "flows.py")) == "flows.py"
     assert display_path("<ipython-input-3-abc>") == "<ipython-input-3-abc>"
+
+
+def test_a_page_without_a_kernel_gets_every_step_written_out(run):
+    """The course's static site shows text/html where the widget cannot run: each wake-up's
+    steps in order, the shown one open, and writing it changes nothing in the widget."""
+    explorer = dl.viz.ReplayExplorer(run)
+    explorer.next()
+    state = (explorer.wakeup_index, explorer.step, explorer.event_html, explorer.tape.value)
+    page = explorer._repr_mimebundle_()["text/html"]
+    assert (explorer.wakeup_index, explorer.step, explorer.event_html,
+            explorer.tape.value) == state
+    walks = [len(explorer._static_walk(i)) for i in range(len(run.wakeups))]
+    written = re.findall(r"step (\d+) of (\d+) · position", page)
+    assert written == [(str(step), str(last)) for last in walks
+                       for step in range(1, last + 1)]
+    assert page.count("<details") == len(run.wakeups) == 3
+    assert page.count("<details open") == 1
+    assert explorer._wakeup_label(2) in page.split("<details open")[1]
+    # the same panes the widget shows at that step
+    explorer.select_wakeup(0)
+    assert explorer.event_html in page and explorer.code_html in page
+
+
+def test_a_long_run_writes_out_only_the_wake_up_on_show(run, monkeypatch):
+    monkeypatch.setattr("durablelab.viz.explorer.STATIC_STEPS", 8)
+    explorer = dl.viz.ReplayExplorer(run, wakeup=1)
+    page = explorer.static_html()
+    assert page.count("<details") == 1
+    assert "2 other wake-up(s)" in page and "are left out here" in page
+    assert explorer._wakeup_label(1) in page

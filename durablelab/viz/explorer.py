@@ -38,6 +38,7 @@ BADGES = {REPLAYED: "REPLAYED from history", EXECUTED: "EXECUTED in this wake-up
 VALUE_CHARS = 240    # a value longer than this is cut, with its full length said
 CONTEXT_LINES = 2    # source lines shown on each side of the line that made the call
 TAPE_CELLS = 100     # past this many steps the tape draws one bar per mode
+STATIC_STEPS = 200   # the static copy writes out at most this many steps in all
 
 
 def human(seconds: float) -> str:
@@ -668,10 +669,59 @@ class ReplayExplorer:
                 f"the history it came from does not say when its code ran. Its history holds "
                 f"{len(self._events)} event(s).</p>")
 
+    # --- the static copy ------------------------------------------------------------------
+    def static_html(self) -> str:
+        """Every step of every wake-up written out, one after another: what a page without a
+        kernel (the course's static site, a notebook viewer) shows in place of the widget,
+        whose controls need Python. The wake-up on show is open; the others unfold."""
+        if self.wakeup_index is None:
+            return self._empty_html() + self._notes_html()
+        shown, walk = self.wakeup_index, self._walk
+        total = sum(len(self._static_walk(i)) for i in range(len(self._wakeups)))
+        indexes = range(len(self._wakeups)) if total <= STATIC_STEPS else [shown]
+        parts = [f'<div style="font-size:13px;line-height:1.4;margin-bottom:4px"><b>Replay '
+                 f'explorer, written out</b>: run {html.escape(repr(self.run.run_id))}, '
+                 f'every step of '
+                 + ("each wake-up" if len(indexes) > 1 else f"wake-up {shown}")
+                 + '. In a running notebook this is a widget you step through with ◀ ▶.'
+                 + ('' if len(indexes) > 1 else
+                    f' ({len(self._wakeups) - 1} other wake-up(s), {total} steps in all, '
+                    f'are left out here.)') + '</div>']
+        try:
+            for index in indexes:
+                self.wakeup_index = index
+                self._walk = self._static_walk(index)
+                steps = "".join(self._static_step(step)
+                                for step in range(1, min(len(self._walk), STATIC_STEPS) + 1))
+                parts.append(f'<details{" open" if index == shown else ""} style="margin:4px '
+                             f'0"><summary style="cursor:pointer;font-size:13px">'
+                             f'{html.escape(self._wakeup_label(index))}</summary>{steps}'
+                             f'</details>')
+        finally:
+            self.wakeup_index, self._walk = shown, walk
+        return "".join(parts) + self._notes_html()
+
+    def _static_walk(self, index: int) -> list:
+        """The positions the slider would walk for wake-up `index`, the box as it is."""
+        replayed, recorded = self._plans[index]
+        plan = replayed + recorded
+        return plan + self._after(plan) if self.show_rest.value or not plan else plan
+
+    def _static_step(self, step: int) -> str:
+        position = self._walk[step - 1] if self._walk else None
+        return (f'<div style="border-top:1px solid #dadce0;margin-top:6px;padding-top:4px">'
+                f'{self._tape_html(step)}<div style="display:flex;gap:8px;'
+                f'align-items:stretch"><div style="flex:1 1 0%;min-width:0">'
+                f'{self._event_html(position)}</div><div style="flex:1 1 0%;min-width:0">'
+                f'{self._code_html(step, position)}</div></div></div>')
+
     # --- display ----------------------------------------------------------------------------
     def _repr_mimebundle_(self, **kwargs) -> dict:
+        """The widget, its short text form, and the static copy for a page without a kernel
+        (JupyterLab shows the widget; a static page, which cannot run it, the copy)."""
         bundle = dict(self.widget._repr_mimebundle_(**kwargs) or {})
         bundle["text/plain"] = repr(self)   # the widget's own repr is long and unstable
+        bundle["text/html"] = self.static_html()
         return bundle
 
     def __repr__(self) -> str:
