@@ -12,6 +12,12 @@ requests in virtual-time order, and 1,000 runs retrying without jitter really do
 A worker crash (a `Crash` fault or `engine.crash()`) throws away everything in memory and
 reloads every unfinished run from the store, as a fresh process would; what the durability
 mode had not committed is gone.
+
+The engine's parts each live in a module of their own: one activity attempt
+(`activities.py`), started activities, child runs and cancels (`concurrency.py`), a store
+read back into runs (`loading.py`), which function runs each run (`registry.Definitions`),
+and when recorded rows reach the store (`journal.py`). Those that act on the engine reach it
+only through its port (`port.py`).
 """
 
 from __future__ import annotations
@@ -46,7 +52,7 @@ from .observe import LogObserver, notify
 from .port import EnginePort
 from .queued import MemoryStore
 from .records import RunEnd, SignalRecord, WakeupRecord, waiting_columns
-from .registry import LIVE, REGISTRY, current_definition, redefined, register, workflow_name
+from .registry import LIVE, REGISTRY, Definitions, current_definition, register, workflow_name
 from .retry import Overrides
 from .runstate import CANCEL_SIGNAL, FINAL, RunState, Signal, options_json, snapshot_of
 from .snapshot import RunSnapshot
@@ -184,15 +190,12 @@ class Engine:
         self.world = world
         self.guard = bool(guard)
         self._guard = Guard(Context) if guard else None
-        self._workflows: dict[str, Callable] = {}
-        for fn in workflows:
-            self._workflows[workflow_name(fn)] = fn
-        self._run_fns: dict[str, Callable] = {}   # run id -> the closure it was started with
+        #: which function runs each run (`registry.Definitions`)
+        self._code = Definitions(workflows)
         self._runs: dict[str, RunState] = {}
         self._heap: list = []
         self._seq = 0
         self._bound: float | None = None
-        self._definitions: dict[str, Callable | None] = {}   # see _use_current_definition
         self._telemetry: list[tuple] = []
         #: who hears of run starts, wake-ups, attempts and run ends (`durablelab.observe`):
         #: the log (silent until logging is configured), and `dl.tracing.instrument`'s.
@@ -452,10 +455,10 @@ class Engine:
         state = RunState(new_id, name, source.input_json, source.seed if seed is None else seed,
                          plan.to_json() if plan else None, json.dumps(options), None,
                          "running", None, None, self.clock.now(), None,
-                         fn=workflow or self._resolve(name, run_id), faults=plan,
+                         fn=workflow or self._code.resolve(name, run_id), faults=plan,
                          history=copied, signals=signals)
         if workflow is not None:   # this run's own code, also after a crash; others keep theirs
-            self._run_fns[new_id] = workflow
+            self._code.pin(new_id, workflow)
         # The run, its copied events and signals land in one commit: a fork is never seen
         # without the history it replays (it would run those steps again).
         self.store.write({"runs": [state.row()],
@@ -524,7 +527,7 @@ class Engine:
         schema, far more than a small run. Only rows of ended runs should be forgotten."""
         self._runs = {}
         self._heap = []
-        self._run_fns = {}
+        self._code.pinned = {}
         self._telemetry = []
         self._attempts.fresh_worker()
         self.store.forget()
@@ -544,16 +547,6 @@ class Engine:
                 f"{summary})")
 
     # --- starting and loading ------------------------------------------------------------
-    def _resolve(self, name: str, run_id: str | None = None) -> Callable | None:
-        """The function for a recorded workflow name, or None if nobody registered it. A
-        registered name finds its module's current definition (a notebook cell redefined
-        since counts); a closure, which no module holds, is the one its run was started
-        with, else the one registered last. Never imports or looks up an unregistered name."""
-        if name not in REGISTRY and name not in self._workflows:
-            return None
-        fn = self._run_fns.get(run_id) or current_definition(name)
-        return fn or self._workflows.get(name) or REGISTRY[name]
-
     def _adopt(self, name: str, fn: Callable) -> list[str]:
         """A new registration of `name`: runs nobody could run are scheduled now; runs of
         an older definition take the new one. Returns the run ids whose code changed."""
@@ -562,7 +555,7 @@ class Engine:
         switched = []
         for state in self._runs.values():
             if (state.workflow != name or state.status in FINAL or state.fn is fn
-                    or state.run_id in self._run_fns or state.damage is not None):
+                    or state.run_id in self._code.pinned or state.damage is not None):
                 continue
             if state.fn is None:
                 state.fn = fn
@@ -595,7 +588,7 @@ class Engine:
                          None, None, self.clock.now() if start_at is None else start_at,
                          None, fn=fn, faults=plan)
         if fn is not None and current_definition(workflow) is None:
-            self._run_fns[run_id] = fn   # a closure: recover this run with this very one
+            self._code.pin(run_id, fn)   # a closure: recover this run with this very one
         self.store.insert("runs", state.row())
         self._runs[run_id] = state
         self._schedule(state, state.started_at, "wake", "start")
@@ -679,7 +672,7 @@ class Engine:
         """Pop and act on what is due, in time order, up to `bound`; `blocked`: stop at the
         first signal deadline instead (`run_until_blocked`)."""
         self._bound = bound
-        self._definitions = {}
+        self._code.new_pass()
         try:
             while self._heap:
                 due_at = self._heap[0][0]
@@ -767,13 +760,11 @@ class Engine:
     def _use_current_definition(self, state: RunState) -> None:
         """A notebook cell that redefines a registered workflow replaces it for its runs
         in flight (DESIGN.md section 2), as registering it again would, with the warning.
-        Looked up once per workflow per `_loop`: a wake-up pays a dict lookup."""
-        name = state.workflow
-        if name not in self._definitions:
-            self._definitions[name] = redefined(name)
-        fn = self._definitions[name]
-        if fn is None or fn is state.fn or state.run_id in self._run_fns:
+        (`Definitions.redefinition`)."""
+        fn = self._code.redefinition(state)
+        if fn is None:
             return
+        name = state.workflow
         if REGISTRY.get(name) is not fn:
             register(fn, stacklevel=5)   # every open engine's runs switch, warned once
         else:   # registered already, by a path that did not reach this engine's runs

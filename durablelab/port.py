@@ -42,8 +42,8 @@ class EnginePort:
         return self._engine._attempts
 
     def resolve(self, workflow, run_id):
-        """The function to run a run of `workflow` with, or None (`Engine._resolve`)."""
-        return self._engine._resolve(workflow, run_id)
+        """The function to run a run of `workflow` with, or None (`Definitions.resolve`)."""
+        return self._engine._code.resolve(workflow, run_id)
 
     # --- recording and scheduling ---------------------------------------------------------
     def append(self, state, cursor, event):

@@ -86,5 +86,48 @@ def redefined(name: str) -> Callable | None:
     return None if fn is None or fn is SEEN.get(name) else fn
 
 
+class Definitions:
+    """Which function runs each of one engine's runs: the name's current definition in its
+    module, one given to the engine (``Engine(workflows=[...])``), or, for a closure no
+    module holds, the very function its run was started with (`pin`). Never imports or
+    looks up a name nobody registered."""
+
+    def __init__(self, workflows=()):
+        self.given = {workflow_name(fn): fn for fn in workflows}
+        #: run id -> the function that run must keep (a closure, a fork's own code).
+        self.pinned: dict[str, Callable] = {}
+        self._seen: dict[str, Callable | None] = {}   # name -> `redefined`, this pass
+
+    def resolve(self, name: str, run_id: str | None = None) -> Callable | None:
+        """The function for a recorded workflow name, or None if nobody registered it. A
+        registered name finds its module's current definition (a notebook cell redefined
+        since counts); a closure is the one its run was started with, else the one
+        registered last."""
+        if name not in REGISTRY and name not in self.given:
+            return None
+        fn = self.pinned.get(run_id) or current_definition(name)
+        return fn or self.given.get(name) or REGISTRY[name]
+
+    def pin(self, run_id: str, fn: Callable) -> None:
+        """Run `run_id` runs `fn` whatever its module holds, also after a crash."""
+        self.pinned[run_id] = fn
+
+    def new_pass(self) -> None:
+        """The engine's loop starts again: look for redefinitions afresh."""
+        self._seen = {}
+
+    def redefinition(self, state) -> Callable | None:
+        """The definition a run should switch to before it wakes (a notebook cell redefined
+        its workflow since), or None. Looked up once per workflow per pass of the loop, so
+        a wake-up pays a dict lookup."""
+        name = state.workflow
+        if name not in self._seen:
+            self._seen[name] = redefined(name)
+        fn = self._seen[name]
+        if fn is None or fn is state.fn or state.run_id in self.pinned:
+            return None
+        return fn
+
+
 __all__ = ["workflow", "workflow_name", "register", "current_definition", "redefined",
-           "REGISTRY"]
+           "REGISTRY", "Definitions"]
