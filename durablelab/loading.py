@@ -20,7 +20,8 @@ from .errors import damaged_run, error_from_json, history_gap
 from .faults import FaultPlan
 from .records import CrashRecord, RunRecord, waiting_columns
 from .runstate import CANCEL_SIGNAL, RunState, Signal
-from .store import EVENT_COLS, UNFINISHED
+from .schema import EVENT_COLS
+from .store import UNFINISHED
 
 
 @dataclass
