@@ -823,3 +823,14 @@ def test_an_expanded_childs_crash_is_drawn_on_its_cut_bar_and_names_the_child():
     assert line.get_xdata()[0] == pytest.approx(cut[0].get_x() + cut[0].get_width())
     assert "crash in o/2: after_effect" in [t.get_text() for t in ax.texts]
     engine.close()
+
+
+def test_children_expand_from_an_export_read_back(tmp_path):
+    engine = _boss_engine()
+    dl.export([engine.run(r) for r in engine.runs().run_id], tmp_path / "runs.jsonl")
+    engine.close()
+    loaded = dl.load(tmp_path / "runs.jsonl")
+    (boss,) = [run for run in loaded if run.run_id == "boss"]
+    ax, labels = _lane_labels(boss.timeline(children=[r for r in loaded if r is not boss]))
+    assert labels == EXPANDED
+    assert _bars_on(ax, labels.index("boss/1 › search")) == [(1.0, "transient"), (3.0, "ok")]

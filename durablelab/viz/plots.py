@@ -14,9 +14,10 @@ covers another label or a mark.
 Activities of one name that ran at the same time (`ctx.start_activity`, `ctx.map`) get a
 lane each ("fetch", "fetch ·2" ...), and a child run (`ctx.start_child`) is a lane from its
 start to its end; given the children (`children=engine`), the timeline expands that bar
-into the child's own lanes, shaded under it (`durablelab.viz.children`). Runs imported from Temporal may hold more: child workflows and Nexus
-operations get a lane each, like activities, and signals and updates that no `wait_signal` received are marks on
-a "messages" lane. A wait still open when the run ended stops at the run's end.
+into the child's own lanes, shaded under it (`durablelab.viz.children`). Runs imported
+from Temporal may hold more: child workflows and Nexus operations get a lane each, like
+activities, and signals and updates that no `wait_signal` received are marks on a
+"messages" lane. A wait still open when the run ended stops at the run's end.
 
 Virtual time makes an attempt take 0 s, so bars get a minimum visible width; attempts that
 happen at (nearly) the same instant are laid side by side in their order, not on top of
@@ -211,7 +212,8 @@ def timeline(runs, *, width=None, height=None, title=None, align="clock",
             (`time_unit`). Give the one your text uses, so a reader need not convert.
         children: expand child runs (`ctx.child`, `ctx.start_child`) in place of one bar
             each: the engine that holds them (``children=engine``, a read-only engine too:
-            every child, and their children) or a list of child Runs (those only). A
+            every child, and their children) or a list of child Runs (those only, e.g. from
+            `dl.load`). A
             child's lanes come right under its bar, on the parent's clock, labelled with
             the child's run id ("p/1 › search") and shaded; its wake-ups stay off the
             strip, which is the drawn run's. None (default): a bar per child.
@@ -244,7 +246,7 @@ def timeline(runs, *, width=None, height=None, title=None, align="clock",
     if align == "clock":
         origins = [min(origins)] * len(runs)
     lengths = [max(_latest(member) for member in tree) - origin
-             for tree, origin in zip(trees, origins)]
+               for tree, origin in zip(trees, origins)]
     in_order = [span <= 0 and any(map(_has_order, tree)) for tree, span in zip(trees, lengths)]
     groups = [group for group in ([i for i, o in enumerate(in_order) if not o],
                                   [i for i, o in enumerate(in_order) if o]) if group]
