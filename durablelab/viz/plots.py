@@ -213,10 +213,9 @@ def timeline(runs, *, width=None, height=None, title=None, align="clock",
         children: expand child runs (`ctx.child`, `ctx.start_child`) in place of one bar
             each: the engine that holds them (``children=engine``, a read-only engine too:
             every child, and their children) or a list of child Runs (those only, e.g. from
-            `dl.load`). A
-            child's lanes come right under its bar, on the parent's clock, labelled with
-            the child's run id ("p/1 › search") and shaded; its wake-ups stay off the
-            strip, which is the drawn run's. None (default): a bar per child.
+            `dl.load`). A child's lanes come right under its bar, on the parent's clock,
+            labelled with the child's run id ("p/1 › search") and shaded; its wake-ups stay
+            off the strip, which is the drawn run's. None (default): a bar per child.
 
     Raises BadValue for a child run that the drawn runs (or another child given) did not
     start, BadType for a `children` that is neither an engine nor a list of Runs.
