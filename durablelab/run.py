@@ -104,7 +104,8 @@ class Run:
 
     def timeline(self, **options):
         """A matplotlib Figure of this run over virtual time: attempts by outcome, backoffs,
-        timers and signal waits, crashes and wake-ups. See `durablelab.viz.timeline`."""
+        timers and signal waits, crashes and wake-ups. ``children=engine`` draws what each
+        child run did under its bar. See `durablelab.viz.timeline`."""
         from .viz import timeline
         return timeline([self], **options)
 

@@ -670,3 +670,167 @@ def test_children_running_at_once_get_a_lane_each():
     assert [t.get_text() for t in ax.get_yticklabels()] == [
         "child _timed_child", "child _timed_child ·2", "child _timed_child ·3"]
     engine.close()
+
+
+# Expanding child runs: each child's lanes under its bar, on the parent's clock.
+
+@dl.workflow
+def _searcher(ctx, topic):
+    ctx.sleep(1)
+    return ctx.activity("search", echo, topic, policy=POLICY)
+
+
+@dl.workflow
+def _team(ctx, topic):
+    ctx.activity("plan", echo, topic)
+    return ctx.child(_searcher, topic)        # a child of a child
+
+
+def _boss(ctx, topics):
+    found = ctx.gather(*[ctx.start_child(_searcher, t) for t in topics])
+    return found + [ctx.child(_team, "owls")]
+
+
+FIRST_SEARCH_FAILS = [dl.faults.ServerError("search", attempts=[1])]
+EXPANDED = ["child _searcher", "boss/1 › search", "boss/1 › waits",
+            "child _searcher ·2", "boss/2 › search", "boss/2 › waits",
+            "child _team", "boss/5 › plan", "boss/5 › child _searcher",
+            "boss/5/2 › search", "boss/5/2 › waits"]
+
+
+def _boss_engine(path=None):
+    engine = dl.Engine(path)
+    engine.start(_boss, ["ducks", "geese"], run_id="boss", faults=FIRST_SEARCH_FAILS)
+    engine.run_until_idle()
+    assert engine.run("boss").status == "completed"
+    return engine
+
+
+def _lane_labels(fig):
+    (ax,) = [ax for ax in fig.axes if ax.get_visible()]
+    return ax, [t.get_text() for t in ax.get_yticklabels()]
+
+
+def _bars_on(ax, row):
+    """(x, outcome) of the attempt bars on lane `row`, left to right."""
+    bars = [p for p in ax.patches if str(p.get_gid()).startswith("attempt:")
+            and abs(p.get_y() + p.get_height() / 2 - row) < 1e-9]
+    return sorted((round(p.get_x(), 6), p.get_gid().rpartition(":")[2]) for p in bars)
+
+
+def test_expanded_children_show_their_attempts_under_their_bars_on_the_parents_clock():
+    engine = _boss_engine()
+    ax, labels = _lane_labels(engine.run("boss").timeline(children=engine))
+    assert labels == EXPANDED
+    # Each child sleeps 1 s, its search fails at 1 s and is retried after 2 s of backoff;
+    # the team child starts when both have ended (3 s), its own child 1 s later.
+    for lane, times in [("boss/1 › search", [1.0, 3.0]), ("boss/2 › search", [1.0, 3.0]),
+                        ("boss/5/2 › search", [4.0, 6.0])]:
+        assert _bars_on(ax, labels.index(lane)) == [(times[0], "transient"),
+                                                     (times[1], "ok")]
+    assert _bars_on(ax, labels.index("boss/5 › plan")) == [(3.0, "ok")]
+    shaded = {p.get_gid(): p for p in ax.patches
+              if str(p.get_gid()).startswith("child-lanes:")}
+    assert set(shaded) == {"child-lanes:boss/1", "child-lanes:boss/2", "child-lanes:boss/5",
+                           "child-lanes:boss/5/2"}
+    # the team's shade covers its bar, its lanes and its own child's
+    team = shaded["child-lanes:boss/5"]
+    assert (team.get_y(), team.get_y() + team.get_height()) == (
+        labels.index("child _team") - 0.5, len(labels) - 0.5)
+    legend = [t.get_text() for t in ax.figure.legends[0].get_texts()]
+    assert "a child run's lanes" in legend and "virtual time (s)" == ax.get_xlabel()
+    engine.close()
+
+
+def test_a_list_of_children_expands_only_those():
+    engine = _boss_engine()
+    fig = dl.viz.timeline(engine.run("boss"), children=[engine.run("boss/2")])
+    assert _lane_labels(fig)[1] == ["child _searcher", "child _searcher ·2",
+                                    "boss/2 › search", "boss/2 › waits", "child _team"]
+    engine.close()
+
+
+def test_a_run_without_children_or_without_children_given_is_drawn_as_before():
+    engine = _boss_engine()
+    lonely = engine.run("boss/1")            # a child run has no children of its own
+
+    def drawn(fig):
+        ax, labels = _lane_labels(fig)
+        return labels, sorted((str(p.get_gid()), p.get_x(), p.get_y(), p.get_width())
+                              for p in ax.patches)
+
+    assert drawn(lonely.timeline(children=engine)) == drawn(lonely.timeline())
+    boss = engine.run("boss")
+    assert drawn(boss.timeline(children=[])) == drawn(boss.timeline())
+    assert _lane_labels(boss.timeline())[1] == ["child _searcher", "child _searcher ·2",
+                                                "child _team"]
+    engine.close()
+
+
+def test_children_expand_from_a_read_only_engine(tmp_path):
+    path = str(tmp_path / "runs.duckdb")
+    _boss_engine(path).close()
+    with dl.Engine(path, read_only=True) as reader:
+        ax, labels = _lane_labels(reader.run("boss").timeline(children=reader))
+        assert labels == EXPANDED
+        assert _bars_on(ax, labels.index("boss/5/2 › search")) == [(4.0, "transient"),
+                                                                    (6.0, "ok")]
+
+
+def test_a_run_that_is_not_a_child_of_the_drawn_run_is_refused():
+    engine = _boss_engine()
+    engine.start(_searcher, "crows", run_id="stranger")
+    engine.run_until_idle()
+    boss = engine.run("boss")
+    with pytest.raises(dl.errors.BadValue, match=r"run 'stranger' is not a child of the run "
+                       r"drawn \('boss'\).*parent_run_id is None. The children started "
+                       r"there are 'boss/1', 'boss/2', 'boss/5'"):
+        boss.timeline(children=[engine.run("stranger")])
+    # a grandchild without the child that started it has no parent in the picture
+    with pytest.raises(dl.errors.BadValue, match=r"run 'boss/5/2' is not a child"):
+        boss.timeline(children=[engine.run("boss/5/2")])
+    with pytest.raises(dl.errors.BadValue, match=r"run 'boss/1' is given twice"):
+        boss.timeline(children=[engine.run("boss/1"), engine.run("boss/1")])
+    with pytest.raises(dl.errors.BadType, match=r"every child must be a Run"):
+        boss.timeline(children=["boss/1"])
+    with pytest.raises(dl.errors.BadType, match=r"not a single Run"):
+        boss.timeline(children=engine.run("boss/1"))
+    engine.close()
+
+
+@dl.workflow
+def _store_twice(ctx, value):
+    return ctx.activity("store", echo, ctx.activity("fetch", echo, value))
+
+
+def test_an_expanded_childs_crash_is_drawn_on_its_cut_bar_and_names_the_child():
+    def parent(ctx, value):
+        ctx.activity("plan", echo, value)
+        return ctx.child(_store_twice, value)
+
+    engine = dl.Engine()
+    engine.start(parent, 1, run_id="o", faults=[dl.faults.Crash("store", point="after_effect")])
+    engine.run_until_idle()
+    ax, labels = _lane_labels(engine.run("o").timeline(children=engine))
+    assert labels == ["plan", "child _store_twice", "o/2 › fetch", "o/2 › store"]
+    # everything happened at t = 0: drawn in order, the child's slots after the parent's
+    # `plan`, its crashed attempt then the recovered worker's
+    bars = _bars_on(ax, labels.index("o/2 › store"))
+    assert [outcome for _, outcome in bars] == ["crashed", "ok"]
+    assert _bars_on(ax, labels.index("o/2 › fetch"))[0][0] > _bars_on(ax, 0)[0][0]
+    (line,) = [a for a in ax.lines if a.get_gid() == "crash:after_effect"]
+    cut = [p for p in ax.patches if str(p.get_gid()).endswith(":crashed")]
+    assert line.get_xdata()[0] == pytest.approx(cut[0].get_x() + cut[0].get_width())
+    assert "crash in o/2: after_effect" in [t.get_text() for t in ax.texts]
+    engine.close()
+
+
+def test_children_expand_from_an_export_read_back(tmp_path):
+    engine = _boss_engine()
+    dl.export([engine.run(r) for r in engine.runs().run_id], tmp_path / "runs.jsonl")
+    engine.close()
+    loaded = dl.load(tmp_path / "runs.jsonl")
+    (boss,) = [run for run in loaded if run.run_id == "boss"]
+    ax, labels = _lane_labels(boss.timeline(children=[r for r in loaded if r is not boss]))
+    assert labels == EXPANDED
+    assert _bars_on(ax, labels.index("boss/1 › search")) == [(1.0, "transient"), (3.0, "ok")]

@@ -5,7 +5,9 @@ by the engine."""
 
 
 def timeline(runs, **options):
-    """A matplotlib Figure of one or more runs side by side on a shared time axis."""
+    """A matplotlib Figure of one or more runs side by side on a shared time axis;
+    ``children=engine`` (or a list of child Runs) draws each child run's lanes under its
+    bar, on the parent's clock."""
     from .plots import timeline as make
     return make(runs, **options)
 

@@ -23,22 +23,24 @@ BEFORE_POINTS = ("before_activity",)
 
 class Slots:
     """The slots of a run drawn in order: one per attempt and one per wait, sorted by
-    history position (a wait by the position of its start), each `width` wide from x = 0.
+    history position (a wait by the position of its start), each `width` wide from x =
+    `offset` (0 for the run drawn; an expanded child's start where its parent started it).
 
     `attempt[index]` is the x of the attempt with that index in the attempts frame;
     `wait[k]` the x of the k-th wait (in the order `plots.waits` returns them)."""
 
-    def __init__(self, attempts: pd.DataFrame, waits: list, width: float):
+    def __init__(self, attempts: pd.DataFrame, waits: list, width: float, offset: float = 0.0):
         items = [(float(row.position), 0, order, ("attempt", index))
                  for order, (index, row) in enumerate(
                      attempts.sort_values(["position", "attempt"], kind="stable").iterrows())]
         items += [(_position(wait), 1, k, ("wait", k)) for k, wait in enumerate(waits)]
         items.sort(key=lambda item: item[:3])
-        self.width = width
+        self.width, self.offset = width, offset
         self.positions = [item[0] for item in items]
-        self.attempt = {key[1]: k * width for k, (*_, key) in enumerate(items)
+        self.attempt = {key[1]: offset + k * width for k, (*_, key) in enumerate(items)
                         if key[0] == "attempt"}
-        self.wait = {key[1]: k * width for k, (*_, key) in enumerate(items) if key[0] == "wait"}
+        self.wait = {key[1]: offset + k * width for k, (*_, key) in enumerate(items)
+                     if key[0] == "wait"}
         self.wait_position = {k: _position(wait) for k, wait in enumerate(waits)}
 
     def __len__(self) -> int:
@@ -46,11 +48,11 @@ class Slots:
 
     def before(self, position: float) -> float:
         """The boundary left of the first slot at or after `position`."""
-        return self.width * sum(p < position for p in self.positions)
+        return self.offset + self.width * sum(p < position for p in self.positions)
 
     def after(self, position: float) -> float:
         """The boundary right of the last slot at or before `position`."""
-        return self.width * sum(p <= position for p in self.positions)
+        return self.offset + self.width * sum(p <= position for p in self.positions)
 
 
 def crash_places(crashes: pd.DataFrame, run_id: str, cut: dict, slots: Slots | None,

@@ -13,9 +13,11 @@ covers another label or a mark.
 
 Activities of one name that ran at the same time (`ctx.start_activity`, `ctx.map`) get a
 lane each ("fetch", "fetch ·2" ...), and a child run (`ctx.start_child`) is a lane from its
-start to its end. Runs imported from Temporal may hold more: child workflows and Nexus
-operations get a lane each, like activities, and signals and updates that no `wait_signal` received are marks on
-a "messages" lane. A wait still open when the run ended stops at the run's end.
+start to its end; given the children (`children=engine`), the timeline expands that bar
+into the child's own lanes, shaded under it (`durablelab.viz.children`). Runs imported
+from Temporal may hold more: child workflows and Nexus operations get a lane each, like
+activities, and signals and updates that no `wait_signal` received are marks on a
+"messages" lane. A wait still open when the run ended stops at the run's end.
 
 Virtual time makes an attempt take 0 s, so bars get a minimum visible width; attempts that
 happen at (nearly) the same instant are laid side by side in their order, not on top of
@@ -43,6 +45,7 @@ from matplotlib.transforms import blended_transform_factory
 from ..durations import UNITS, duration_text, time_unit
 from ..waits import pair_waits
 from ..errors import BadType, BadValue
+from . import children as kids
 from .order import Slots, crash_places, wakeup_places
 
 # Okabe-Ito colours: distinguishable with the common colour-vision deficiencies.
@@ -76,7 +79,9 @@ BACKOFF_COLOUR = "#555555"
 CRASH_COLOUR = "#000000"
 WAKEUP_COLOUR = "#444444"
 LABELS = {"backoff": "backoff (retry wait)", "crash": "worker crash",
-          "wakeup": "wake-up (↻ replayed, + recorded)"}
+          "wakeup": "wake-up (↻ replayed, + recorded)", "children": "a child run's lanes"}
+CHILD_SHADE = "#000000"   # at CHILD_ALPHA over white: one level pale grey, nested darker
+CHILD_ALPHA = 0.045
 WAIT_LANE = "waits"
 MESSAGE_LANE = "messages"
 # History rows drawn as spans in lanes of their own (Temporal imports), and their lane prefix.
@@ -187,7 +192,7 @@ def _spread(rows) -> dict[tuple, str]:
 
 
 def timeline(runs, *, width=None, height=None, title=None, align="clock",
-             unit=None) -> Figure:
+             unit=None, children=None) -> Figure:
     """A Figure of one or more runs over time: one stacked axes per run, all on one shared
     time axis so they compare at a glance. A run that happens at one instant (virtual time
     never moved) and has an order to show, several steps or a crash, cannot be read on a
@@ -205,6 +210,15 @@ def timeline(runs, *, width=None, height=None, title=None, align="clock",
             start (to compare runs made at different times).
         unit: the x axis unit, "s", "min", "h" or "days"; by default it follows the span
             (`time_unit`). Give the one your text uses, so a reader need not convert.
+        children: expand child runs (`ctx.child`, `ctx.start_child`) in place of one bar
+            each: the engine that holds them (``children=engine``, a read-only engine too:
+            every child, and their children) or a list of child Runs (those only, e.g. from
+            `dl.load`). A child's lanes come right under its bar, on the parent's clock,
+            labelled with the child's run id ("p/1 › search") and shaded; its wake-ups stay
+            off the strip, which is the drawn run's. None (default): a bar per child.
+
+    Raises BadValue for a child run that the drawn runs (or another child given) did not
+    start, BadType for a `children` that is neither an engine nor a list of Runs.
 
     Returns a `matplotlib.figure.Figure` made without pyplot: a notebook shows it once.
     """
@@ -225,18 +239,22 @@ def timeline(runs, *, width=None, height=None, title=None, align="clock",
         if not (math.isfinite(height) and height > 0):
             raise BadValue(f"timeline(height={height!r}): {wanted}")
     width = 9.0 if width is None else float(width)
-    origins = [_origin(run) for run in runs]
+    found = kids.resolve(runs, children)
+    trees = [kids.members(run, found) for run in runs]
+    origins = [min(_origin(member) for member in tree) for tree in trees]
     if align == "clock":
         origins = [min(origins)] * len(runs)
-    spans = [_latest(run) - origin for run, origin in zip(runs, origins)]
-    in_order = [span <= 0 and _has_order(run) for run, span in zip(runs, spans)]
+    lengths = [max(_latest(member) for member in tree) - origin
+               for tree, origin in zip(trees, origins)]
+    in_order = [span <= 0 and any(map(_has_order, tree)) for tree, span in zip(trees, lengths)]
     groups = [group for group in ([i for i, o in enumerate(in_order) if not o],
                                   [i for i, o in enumerate(in_order) if o]) if group]
     group_of = {i: k for k, group in enumerate(groups) for i in group}
     # An axis carries its x ticks and label unless the one under it shares them.
     labelled = [i == len(runs) - 1 or group_of[i + 1] != group_of[i] for i in range(len(runs))]
 
-    lanes = [_lanes(run) for run in runs]
+    layouts = [kids.layout(run, found, _lanes, spans) for run in runs]
+    lanes = [labels for labels, _ in layouts]
     extra = [0.35 if labelled[i] and i < len(runs) - 1 else 0.0 for i in range(len(runs))]
     heights = [1.1 + 0.34 * max(len(names), 1) + e for names, e in zip(lanes, extra)]
     notes = list(dict.fromkeys(note for run in runs for note in getattr(run, "notes", ()) or ()))
@@ -263,15 +281,16 @@ def timeline(runs, *, width=None, height=None, title=None, align="clock",
     for group in groups:
         for i in group[1:]:
             axes[i].sharex(axes[group[0]])
-        real_span = max(spans[i] for i in group)
+        real_span = max(lengths[i] for i in group)
         instant = real_span <= 0  # everything at one instant: show the order, not 0-1 s
         span = real_span if not instant else 1.0
-        if any(w.end is None for i in group for w in waits(runs[i].history, runs[i].ended_at)):
+        if any(w.end is None for i in group for member in trees[i]
+               for w in waits(member.history, member.ended_at)):
             span *= 1.25          # room to show a wait that has no end yet
         shown, size = time_unit(span) if unit is None else (unit, sizes[unit])
         right = span / size * 1.03
         for i in group:
-            right = max(right, _draw_run(axes[i], runs[i], lanes[i], origins[i], size,
+            right = max(right, _draw_run(axes[i], runs[i], layouts[i], origins[i], size,
                                          span / size, width, legend, instant=instant))
         axes[group[0]].set_xlim(-0.01 * span / size, right)
         if instant:
@@ -301,17 +320,59 @@ def _has_order(run) -> bool:
     return steps > 1 or bool((run.crashes.run_id == run.run_id).any())
 
 
-def _draw_run(ax, run, names, origin, size, span, width, legend, instant=False):
-    """Draw one run into `ax`: lanes, attempts, backoffs, waits, crashes and wake-ups.
-    `instant`: everything happened at one instant, so each attempt gets a slot of its own,
-    in the order of the run's positions, across lanes."""
+def _draw_run(ax, run, layout, origin, size, span, width, legend, instant=False):
+    """Draw one run into `ax`: lanes, attempts, backoffs, waits, crashes and wake-ups, and
+    the lanes of each child expanded under its bar (`layout`: `children.layout`'s labels
+    and blocks). `instant`: everything happened at one instant, so each attempt gets a slot
+    of its own, in the order of the run's positions, across lanes."""
     x = lambda t: (t - origin) / size                              # noqa: E731
-    lane_of = {name: i for i, name in enumerate(names)}
+    names, blocks = layout
     min_width = (0.04 if instant else _MIN_WIDTH) * span
     char = _char_width(span, width)
+    cut, slots = _draw_lanes(ax, blocks[0], x, span, min_width, char, legend, instant)
+    right = len(slots) * min_width if instant else -math.inf
+    starts = {id(blocks[0]): slots}
+    child_crashes = []       # (crash row, x) of each expanded child's own crashes
+    for block in blocks[1:]:
+        # A child drawn in order starts its slots where its parent's order started it.
+        offset = starts[id(block.parent)].after(block.position) if instant else 0.0
+        child_cut, starts[id(block)] = _draw_lanes(ax, block, x, span, min_width, char,
+                                                   legend, instant, offset)
+        if instant:
+            right = max(right, offset + len(starts[id(block)]) * min_width)
+        own = block.run.crashes
+        own = own[own.run_id == block.run.run_id].sort_values("crashed_at", kind="stable")
+        child_crashes += zip(own.itertuples(index=False),
+                             crash_places(own, block.run.run_id, child_cut,
+                                          starts[id(block)], x))
+        rows = [row for b in blocks if _within(b, block) for row in b.rows.values()]
+        ax.axhspan(block.bar_row - 0.5, max(rows) + 0.5, facecolor=CHILD_SHADE,
+                   alpha=CHILD_ALPHA, edgecolor="none", zorder=0,
+                   gid=f"child-lanes:{block.run.run_id}")
+        # a rule over each child's bar, so two children's shades that touch stay apart
+        ax.axhline(block.bar_row - 0.5, color="#bbbbbb", linewidth=0.6, zorder=1)
+        legend.add("children")
+    expanded = {b.run.run_id: kids.short_id(b.run.run_id, 16) for b in blocks[1:]}
+    return max(right, _draw_marks(ax, run, names, x, span, width, char, min_width, legend,
+                                  instant, cut, slots, expanded, child_crashes))
+
+
+def _within(block, ancestor) -> bool:
+    while block is not None:
+        if block is ancestor:
+            return True
+        block = block.parent
+    return False
+
+
+def _draw_lanes(ax, block, x, span, min_width, char, legend, instant, offset=0.0):
+    """Draw one run's lanes (`block.rows`: lane name -> row): attempts, backoffs, child
+    and Nexus spans, messages and waits. Returns where crashes cut attempts off
+    (position -> x) and the run's slots when drawn in order (None on a time axis)."""
+    run, lane_of = block.run, block.rows
     attempts = activity_attempts(run)
     run_waits = waits(run.history, run.ended_at)
-    slots = Slots(attempts, run_waits, min_width) if instant else None
+    slots = Slots(attempts, run_waits, min_width, offset) if instant else None
     cut: dict = {}           # position -> where each attempt a crash cut off ends
 
     for name, group in attempts.groupby("lane", sort=False):
@@ -385,19 +446,35 @@ def _draw_run(ax, run, names, origin, size, span, width, legend, instant=False):
                         fontsize=_FONT - 0.5, zorder=6, clip_on=True,
                         bbox={"boxstyle": "round,pad=0.15", "facecolor": "white",
                               "edgecolor": "none"})
+    return cut, slots
 
+
+def _draw_marks(ax, run, names, x, span, width, char, min_width, legend, instant, cut,
+                slots, expanded, child_crashes) -> float:
+    """The run's crashes and wake-ups, lane labels and titles (`names`: every row's label,
+    expanded children's included; `expanded`: their run ids -> the short id a crash label
+    names them by; `child_crashes`: (row, x) of their own crashes, drawn as well, since a
+    parent's `crashes` lists another run's only when it came after the parent's start).
+    Returns where the last wake-up label ends."""
     strip, bottom = -1.0, max(len(names), 1) - 0.45
-    if len(run.crashes):
-        bottom += 0.6        # a row under the lanes for the crash labels
-    placed = []              # label extents; the run's own crashes get labels first
     crashes = run.crashes.sort_values("crashed_at", kind="stable")
     crash_x = crash_places(crashes, run.run_id, cut, slots, x)
-    crashes = crashes.assign(at=crash_x, other=crashes.run_id != run.run_id)
-    for crash in crashes.sort_values("other", kind="stable").itertuples():
+    mine = crashes.assign(at=crash_x, other=crashes.run_id != run.run_id)
+    if expanded:   # an expanded child's crash goes where its lanes show it (a cut bar)
+        more = [{**row._asdict(), "at": at, "other": True} for row, at in child_crashes]
+        mine = mine[~mine.run_id.isin(list(expanded))]
+        mine = pd.concat([mine, pd.DataFrame(more, columns=list(mine.columns))],
+                         ignore_index=True) if more else mine
+    if len(mine):
+        bottom += 0.6        # a row under the lanes for the crash labels
+    placed = []              # label extents; the run's own crashes get labels first
+    for crash in mine.sort_values("other", kind="stable").itertuples():
         at = crash.at
         ax.axvline(at, color=CRASH_COLOUR, linestyle="--", linewidth=1.1, zorder=5,
                    gid=f"crash:{crash.point}")
-        text = "crash (other run)" if crash.other else f"crash: {crash.point}"
+        text = (f"crash in {expanded[crash.run_id]}: {crash.point}"
+                if crash.run_id in expanded else
+                "crash (other run)" if crash.other else f"crash: {crash.point}")
         extent = (at - char * (len(text) + 2), at + char * (len(text) + 2))
         if not any(lo < extent[1] and extent[0] < hi for lo, hi in placed):
             _label(ax, at, bottom - 0.3, text, span, char, color=CRASH_COLOUR, zorder=5)
@@ -412,7 +489,7 @@ def _draw_run(ax, run, names, origin, size, span, width, legend, instant=False):
     if len(run.wakeups):
         legend.add("wakeup")
 
-    ax.set_yticks(range(len(names)), [_lane_label(n) for n in names], fontsize=_FONT + 0.5)
+    ax.set_yticks(range(len(names)), names, fontsize=_FONT + 0.5)   # labels: `layout`'s
     ax.set_ylim(bottom, strip - 0.6)
     ax.tick_params(axis="y", length=0)
     ax.tick_params(axis="x", labelsize=_FONT + 0.5)
@@ -532,6 +609,9 @@ class _Legend:
         if "crash" in self.others:
             handles.append(Line2D([], [], color=CRASH_COLOUR, linestyle="--",
                                   label=LABELS["crash"]))
+        if "children" in self.others:
+            handles.append(Patch(facecolor=(0, 0, 0, CHILD_ALPHA), edgecolor="#bbbbbb",
+                                 linewidth=0.6, label=LABELS["children"]))
         for kind, (marker, label) in MESSAGE_MARKS.items():
             if kind in self.others:
                 handles.append(Line2D([], [], color=WAIT_COLOUR, marker=marker,
