@@ -11,23 +11,17 @@ for runs read back from an export (`dl.load`), and it never needs the engine or 
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 import pandas as pd
 
-from .budget import answer_usage
 from .errors import bad_type, bad_value
 from .export import as_runs
+from .metrics import RETRY_COLUMNS, RETRY_OUTCOMES, measure, missing, usage_of
 from .run import Run
 
-#: attempt outcomes that get their own retries_<outcome> column; any other outcome (and
-#: retries a source did not record one by one) is counted in retries_other.
-RETRY_OUTCOMES = ("transient", "rate_limited", "timeout", "malformed", "non_retryable",
-                  "circuit_open")
-
 COLUMNS = ["source", "status", "virtual_duration", "attempts", "activities", "retries",
-           *[f"retries_{o}" for o in RETRY_OUTCOMES], "retries_other", "crashes",
+           *RETRY_COLUMNS, "crashes",
            "effect_reexecutions", "duplicates_prevented", "model_calls", "input_tokens",
            "output_tokens", "tokens", "cost", "wakeups", "events_replayed", "history_events", "history_bytes"]
 
@@ -51,10 +45,11 @@ def compare(runs, world=None) -> pd.DataFrame:
     - ``virtual_duration``: ``ended_at - started_at``; for an unfinished run,
       ``Run.latest_at - started_at``: the latest instant it recorded (an event, the end of
       an attempt, a wake-up) minus ``started_at``.
-    - ``attempts``: activity attempts that reached an outcome (ok or an error). A row that
-      a worker crash cut short (outcome ``crashed``) is not an attempt: it is counted in
-      ``crashes``. Where a source records only an activity's last attempt number (Temporal),
-      that number counts, so unrecorded attempts are not lost.
+    - ``attempts``: activity attempts made: those that reached an outcome (ok or an error)
+      and one still in flight in a run that has not ended. A row that a worker crash cut
+      short (outcome ``crashed``) is not an attempt: it is counted in ``crashes``. Where a
+      source records only an activity's last attempt number (Temporal), that number
+      counts, so unrecorded attempts are not lost.
     - ``activities``: activities that had at least one attempt (each position once).
     - ``retries``: ``attempts - activities``: attempts after an activity's first.
     - ``retries_transient``, ``retries_rate_limited``, ``retries_timeout``,
@@ -178,84 +173,63 @@ def _worlds(world, run_ids: list[str]) -> dict:
 
 
 def metrics(run: Run) -> dict[str, Any]:
-    """The metrics of one run, as a dict (see `compare` for each one's meaning)."""
+    """The metrics of one run, as a dict (see `compare` for each one's meaning): the ones
+    a sweep reports too come from `durablelab.metrics.measure`, from the run's frames as
+    plain rows; this adds the ones only `compare` reports (see `_compare_only`)."""
     # Plain lists, not groupby: pandas costs tens of microseconds a call, and a sweep
     # compares thousands of runs.
-    history, attempts, crashes, wakeups = run.history, run.attempts, run.crashes, run.wakeups
-    by_position: dict = {}      # position -> [(attempt, outcome)] of finished attempts
-    for position, attempt, outcome in zip(attempts["position"].tolist(),
-                                          attempts["attempt"].tolist(),
-                                          attempts["outcome"].tolist()):
-        if outcome != "crashed":
-            by_position.setdefault(position, []).append((attempt, outcome))
-    n_attempts, retries = 0, dict.fromkeys([*RETRY_OUTCOMES, "other"], 0)
-    for rows in by_position.values():
-        numbers = [a for a, _ in rows if not _missing(a)]
-        count = max(len(rows), int(max(numbers)) if numbers else 0)
-        n_attempts += count
-        for _, outcome in rows[:-1]:            # every attempt but the last was retried
-            retries[outcome if outcome in retries else "other"] += 1
-        retries["other"] += count - len(rows)   # retries a source did not list one by one
-    timeouts = sum(outcome == "timeout" for rows in by_position.values() for _, outcome in rows)
+    history, attempts, wakeups = run.history, run.attempts, run.wakeups
+    kinds, values = history["kind"].tolist(), history["value"].tolist()
+    # `measure` wants each activity's rows together; a source may interleave them.
+    by_position: dict = {}
+    for row in zip(attempts["position"].tolist(), attempts["attempt"].tolist(),
+                   attempts["outcome"].tolist()):
+        if row[2] != "crashed":
+            by_position.setdefault(row[0], []).append(row)
+    tried = [row for rows in by_position.values() for row in rows]
+    usages = [u for u in (usage_of(value) for value, ok, kind in
+                          zip(values, history["ok"].tolist(), kinds)
+                          if kind == "activity" and ok) if u is not None]
+    shared = measure(status=run.status, started_at=run.started_at, ended_at=run.ended_at,
+                     instants=_instants(run), attempts=tried, usages=usages,
+                     discarded=run.discarded, crashes=len(run.crashes),
+                     replayed=wakeups["replayed"].tolist(), history_events=len(history))
+    return {"run_id": run.run_id, "source": run.source, **shared,
+            **_compare_only(run, tried, kinds, values)}
+
+
+def _instants(run: Run) -> list:
+    """The instants a run's frames recorded (see `Run.latest_at`)."""
+    return [*run.history["recorded_at"].tolist(), *run.attempts["ended_at"].tolist(),
+            *run.wakeups["woke_at"].tolist()]
+
+
+def _compare_only(run: Run, tried: list, kinds: list, values: list) -> dict[str, Any]:
+    """The metrics a sweep does not report. ``effect_reexecutions`` and
+    ``duplicates_prevented`` read the run's own crash points and idempotency keys; a sweep
+    has something better, the world's ledger of effects really done twice (its
+    ``duplicate_effects``, see `experiments.runner.duplicate_effects`). ``history_bytes``
+    encodes every value again: a price a sweep of thousands of runs does not pay."""
+    crashes, history = run.crashes, run.history
+    timeouts = [position for position, _, outcome in tried if outcome == "timeout"]
     # Where an effect may have run again: the run's own after_effect crashes, and time-outs.
     rerun_at = [position for owner, point, position in
                 zip(crashes["run_id"].tolist(), crashes["point"].tolist(),
                     crashes["position"].tolist())
                 if owner == run.run_id and point == "after_effect"]
     effect_crashes = len(rerun_at)
-    rerun_at += [position for position, rows in by_position.items()
-                 for _, outcome in rows if outcome == "timeout"]
-    names, values = history["name"].tolist(), history["value"].tolist()
+    rerun_at += timeouts
     keyed = {position for position, value, kind in zip(history["position"].tolist(), values,
-                                                        history["kind"].tolist())
+                                                        kinds)
              if kind == "activity" and isinstance(value, dict)
              and isinstance(value.get("idempotency_key"), str)}
-    usage = [_usage(value) for value, ok, kind in
-             zip(values, history["ok"].tolist(), history["kind"].tolist())
-             if kind == "activity" and ok]
-    usage = [u for u in usage if u is not None]
-    broken = run.discarded or {}
-    usage_in = sum(u[0] for u in usage) + broken.get("input_tokens", 0)
-    usage_out = sum(u[1] for u in usage) + broken.get("output_tokens", 0)
     return {
-        "run_id": run.run_id,
-        "source": run.source,
-        "status": run.status,
-        "virtual_duration": _duration(run),
-        "attempts": n_attempts,
-        "activities": len(by_position),
-        "retries": n_attempts - len(by_position),
-        **{f"retries_{name}": count for name, count in retries.items()},
-        "crashes": len(crashes),
-        "effect_reexecutions": effect_crashes + timeouts,
+        "effect_reexecutions": effect_crashes + len(timeouts),
         "duplicates_prevented": sum(position in keyed for position in rerun_at),
-        "model_calls": len(usage) + broken.get("calls", 0),
-        "input_tokens": usage_in,
-        "output_tokens": usage_out,
-        "tokens": usage_in + usage_out,
-        "cost": float(sum(u[2] for u in usage) + broken.get("cost", 0.0)),
-        "wakeups": len(wakeups),
-        "events_replayed": int(sum(wakeups["replayed"].tolist())),
-        "history_events": len(history),
-        "history_bytes": sum(_size(name) + (0 if _missing(value) else _size(_ENCODER.encode(value)))
-                             for name, value in zip(names, values)),
+        "history_bytes": sum(_size(name) + (0 if missing(value) else
+                                            _size(_ENCODER.encode(value)))
+                             for name, value in zip(history["name"].tolist(), values)),
     }
-
-
-def _duration(run: Run) -> float:
-    end = run.ended_at if run.ended_at is not None else run.latest_at
-    return float(end - run.started_at)
-
-
-def _usage(value: Any) -> tuple[int, int, float] | None:
-    """(input_tokens, output_tokens, cost) of a model call's recorded result, or None
-    (`budget.answer_usage`: the answer's own, without broken answers folded into it)."""
-    return answer_usage(value.get("usage") if isinstance(value, dict) else None)
-
-
-def _missing(value: Any) -> bool:
-    # A frame shows a missing value as None, or as NaN in a column pandas made float.
-    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
 
 
 def _size(text: Any) -> int:

@@ -103,11 +103,9 @@ class Loader:
                                        f"({type(exc).__name__}: {str(exc)[:200]})")
 
     def crash_rows(self, state: RunState) -> list[CrashRecord]:
-        """The worker crashes a run lived through: its own, and other runs' while it was
-        alive (one started at the very instant of a crash, after it, was not)."""
-        end = state.ended_at if state.ended_at is not None else float("inf")
+        """The worker crashes a run lived through (`lived_through`)."""
         return [row for row in self.store.crash_rows()
-                if row.run_id == state.run_id or state.started_at < row.crashed_at <= end]
+                if lived_through(state, row.crashed_at, row.run_id)]
 
     def plan(self, text: str) -> FaultPlan:
         """The plan stored with a run; runs that share a plan share one object (and its
@@ -116,6 +114,17 @@ class Loader:
         if plan is None:
             plan = self._plans[text] = FaultPlan.from_json(text)
         return plan
+
+
+def lived_through(state: RunState, crashed_at: float, owner: str | None) -> bool:
+    """Whether run `state` lived through the worker crash at `crashed_at` that run `owner`
+    caused (None: ``engine.crash()``): its own crashes, and other runs' while it was alive
+    (one started at the very instant of a crash, after it, was not). `Run.crashes` holds
+    these, and both `dl.compare` and a sweep count them as ``crashes``."""
+    if owner == state.run_id:   # also at its first instant: a crash in its first step
+        return True
+    end = state.ended_at if state.ended_at is not None else math.inf
+    return state.started_at < crashed_at <= end
 
 
 def state_from_row(row: RunRecord, path: str | None, resolve: Callable,
@@ -200,4 +209,4 @@ def fill(runs: dict[str, RunState], loaded: dict, path: str | None) -> None:
         runs[row.run_id].wakeups.append(row)
 
 
-__all__ = ["Loaded", "Loader", "state_from_row", "fill"]
+__all__ = ["Loaded", "Loader", "lived_through", "state_from_row", "fill"]

@@ -18,8 +18,9 @@ run one:
   `tests/test_sweep.py` checks that this gives exactly what a fresh engine per run gives.
 
 Metrics come from the engine's in-memory state of each run, not from `Run` frames: building
-four DataFrames costs a millisecond a run, more than the run itself. They mean exactly what
-`dl.compare` means by them (the tests compare the two on the same runs).
+four DataFrames costs a millisecond a run, more than the run itself. `run_metrics` hands the
+state's rows to `durablelab.metrics.measure`, which `dl.compare` calls too, so each metric
+is defined once.
 """
 
 from __future__ import annotations
@@ -28,26 +29,24 @@ import contextlib
 import gc
 import math
 from collections import Counter
+from operator import itemgetter
 from typing import Any
 
 from ..budget import discarded_usage
 from ..clock import VirtualClock
-from ..compare import RETRY_OUTCOMES, _usage   # the same reading of a model call's usage
 from ..engine import Engine
+from ..loading import lived_through
+from ..metrics import RETRY_COLUMNS, measure, usage_of
 
 #: Columns of a run's metrics row, after (input, policy, fault_plan, seed, run_id).
 METRICS = ["status", "error", "virtual_duration", "attempts", "activities", "retries",
-           *[f"retries_{o}" for o in RETRY_OUTCOMES], "retries_other", "crashes",
+           *RETRY_COLUMNS, "crashes",
            "model_calls", "input_tokens", "output_tokens", "tokens", "cost",
            "duplicate_effects", "wakeups", "events_replayed", "history_events"]
 
 #: An isolated runner's engine is replaced after this many runs (it never grows: this
 #: only bounds what a long-lived process keeps, such as the plans it has parsed).
 RECYCLE_EVERY = 100_000
-
-
-_RETRY_KEYS = (*RETRY_OUTCOMES, "other")
-_RETRY_COLUMNS = tuple(f"retries_{name}" for name in _RETRY_KEYS)
 
 
 def discarded(engine, state) -> dict | None:
@@ -62,86 +61,62 @@ def discarded(engine, state) -> dict | None:
 
 def run_metrics(state, crashes: int, duplicates: int, broken: dict | None = None
                 ) -> dict[str, Any]:
-    """The metrics of one run from the engine's state of it (see `dl.compare`); `crashes`
-    and `duplicates` (`duplicate_effects`) come from the world around it, `broken` (what
-    its broken model answers cost, see `discarded`) from the store."""
-    # position -> [(started_at, order, attempt, outcome)] of every attempt there, where
-    # some did not end the activity (a retry, an attempt in flight); crashes left out.
-    retried: dict[int, list] = {}
-    for position, rows in state.attempts.items():
-        found = [(row.started_at, 1, row.attempt, row.outcome) for row in rows
-                 if row.outcome != "crashed"]
-        if found:
-            retried[position] = found
-    retries = dict.fromkeys(_RETRY_KEYS, 0)
-    n_attempts = activities = 0
-    usage_in = usage_out = 0
-    cost = 0.0
-    model_calls = 0
+    """The metrics of one run from the engine's state of it: `durablelab.metrics.measure`
+    over the same plain rows `dl.compare` reads from a `Run`'s frames, without building
+    them. `crashes` (worker deaths during its life) and `duplicates` come from the engine
+    and the world around it (see `Isolated.run` and `run_contended`), `broken` (what its
+    broken model answers cost, see `discarded`) from the store."""
+    # The rows a `Run`'s attempts frame holds (`Run.from_snapshot`), crashed ones left out:
+    # retried attempts, the attempt each activity's end records (filed under the position
+    # that started it, for a started activity), and attempts in flight, as (position,
+    # attempt, outcome, started_at, order): sorted as the frame is where a position has
+    # several (order puts one in flight after one that ended at the same instant).
+    rows = [(row.position, row.attempt, row.outcome, row.started_at, 1)
+            for found in state.attempts.values() for row in found if row.outcome != "crashed"]
+    usages = []
+    append = rows.append
     for e in state.history:
-        if e.kind != "activity" or e.started_at is None:   # (a cancel's end: no attempt)
+        if e.kind != "activity":
             continue
-        # a started activity's end names the position its attempts are filed under
-        rows = retried.get(e.position if e.handle is None else e.handle)
-        if rows is not None:
-            rows.append((e.started_at, 1, e.attempt, e.outcome))
-        else:   # the one attempt that ended it, after only crashed ones if any
-            count = e.attempt if e.attempt is not None and e.attempt > 1 else 1
-            n_attempts += count
-            activities += 1
-            retries["other"] += count - 1
-        if e.ok and e.value is not None and '"usage"' in e.value:
-            usage = _usage(e.loads())
+        if e.started_at is not None:   # (a cancel's end: no attempt)
+            append((e.position if e.handle is None else e.handle, e.attempt or 0, e.outcome,
+                    e.started_at, 1))               # (0: not numbered, for the sort)
+        if e.ok and e.value is not None and '"usage"' in e.value:   # (skip decoding others)
+            usage = usage_of(e.loads())
             if usage is not None:
-                model_calls += 1
-                usage_in += usage[0]
-                usage_out += usage[1]
-                cost += usage[2]
-    if broken:   # billed, though history kept no answer: dl.compare counts them the same
-        model_calls += broken["calls"]
-        usage_in += broken["input_tokens"]
-        usage_out += broken["output_tokens"]
-        cost += broken["cost"]
+                usages.append(usage)
     for o in (state.inflight, *state.flying.values()):
         if o is not None:
-            retried.setdefault(o.position, []).append((o.started_at, 3, o.attempt,
-                                                       "in_flight"))
-    for rows in retried.values():
-        rows.sort(key=lambda r: (r[0], r[1], r[2] if r[2] is not None else 0))
-        numbers = [r[2] for r in rows if r[2] is not None]
-        count = max(len(rows), max(numbers) if numbers else 0)
-        n_attempts += count
-        for row in rows[:-1]:
-            retries[row[3] if row[3] in retries else "other"] += 1
-        retries["other"] += count - len(rows)
-    activities += len(retried)
-    if state.ended_at is not None:
-        duration = state.ended_at - state.started_at
-    else:
-        instants = [e.recorded_at for e in state.history[-1:]]
-        instants += [row[5] for rows in state.attempts.values() for row in rows]
+            append((o.position, o.attempt, "in_flight", o.started_at, 3))
+    if state.attempts:   # only retried attempts give a position several rows
+        rows.sort(key=_MADE)
+    if state.ended_at is None:   # what `Run.latest_at` reads from the frames
+        instants = [e.recorded_at for e in state.history]
+        instants += [row.ended_at for found in state.attempts.values() for row in found]
+        instants += [f.fired_at for f in state.fault_rows if f.type == "Crash"
+                     and f.point != "during_wait"]
         instants += [row[1] for row in state.wakeups]
-        duration = max(instants) - state.started_at if instants else 0.0
+    else:
+        instants = ()
+    shared = measure(status=state.status, started_at=state.started_at,
+                     ended_at=state.ended_at, instants=instants,
+                     attempts=rows, usages=usages,
+                     discarded=broken, crashes=crashes,
+                     replayed=[row[3] for row in state.wakeups],
+                     history_events=len(state.history))
+    # Only a sweep reports these. `error`: the class of a failed run's error, so a table
+    # of thousands of runs groups its failures (`dl.compare` has the `Run`, whose `error`
+    # is the error itself). `duplicate_effects`: the world's ledger of effects done twice
+    # under one key, which a sweep always holds; `dl.compare` has it only when given the
+    # world (its LEDGER_COLUMNS) and otherwise estimates it from the run's own records
+    # (effect_reexecutions, duplicates_prevented; see `compare._compare_only`).
     error = state.error
-    return {
-        "status": state.status,
-        "error": None if error is None else type(error).__name__,
-        "virtual_duration": float(duration),
-        "attempts": n_attempts,
-        "activities": activities,
-        "retries": n_attempts - activities,
-        **dict(zip(_RETRY_COLUMNS, retries.values())),
-        "crashes": crashes,
-        "model_calls": model_calls,
-        "input_tokens": usage_in,
-        "output_tokens": usage_out,
-        "tokens": usage_in + usage_out,
-        "cost": float(cost),
-        "duplicate_effects": duplicates,
-        "wakeups": len(state.wakeups),
-        "events_replayed": sum(row[3] for row in state.wakeups),
-        "history_events": len(state.history),
-    }
+    shared["error"] = None if error is None else type(error).__name__
+    shared["duplicate_effects"] = duplicates
+    return shared
+
+
+_MADE = itemgetter(0, 3, 4, 1)      # position, started_at, order, attempt
 
 
 # --- what the world says ---------------------------------------------------------------------
@@ -300,6 +275,8 @@ class Isolated:
         state = engine.working_state(run_id)
         if requests is not None:
             add_requests(requests, state, seed)
+        # Alone in its engine, a run lives through its own crashes only, one per `Crash`
+        # fault that fired: what `Run.crashes` holds, without a statement to read them.
         crashed = sum(1 for row in state.fault_rows if row[2] == "Crash")
         world_parts = parts(world)
         duplicates = duplicate_effects(world_parts, {run_id}).get(run_id, 0)
@@ -366,8 +343,8 @@ def run_contended(workflow, runs, policies, plan, world_factory, timeout, load: 
             engine.start(workflow, input_value, run_id=run_id, faults=plan, seed=seed,
                          timeout=timeout, policies=policies, start_at=start_at)
         engine.run_until_idle()
-        crash_times = [row[0] for row in engine.store.fetch(
-            "SELECT crashed_at FROM crashes")] if crashing else []
+        crash_rows = engine.store.fetch(
+            "SELECT crashed_at, run_id FROM crashes") if crashing else []
         world_parts = parts(world)
         duplicates = duplicate_effects(world_parts, {run[1] for run in runs})
         out = []
@@ -375,8 +352,8 @@ def run_contended(workflow, runs, policies, plan, world_factory, timeout, load: 
             state = engine.working_state(run_id)   # loaded again if a crash dropped it
             if requests is not None:
                 add_requests(requests, state, seed)
-            end = state.ended_at if state.ended_at is not None else float("inf")
-            crashes = sum(1 for t in crash_times if state.started_at < t <= end)
+            # the crashes `Run.crashes` holds: the run's own, and others' while it lived
+            crashes = sum(1 for t, owner in crash_rows if lived_through(state, t, owner))
             out.append(run_metrics(state, crashes, duplicates.get(run_id, 0),
                                    discarded(engine, state)))
             add_starts(load, state)
