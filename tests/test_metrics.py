@@ -122,9 +122,10 @@ def test_contended_runs_measure_what_compare_measures():
     same_as_compare(experiment)
 
 
-# The sweep's load counts no attempt still in flight (`runner.add_starts`), so it calls the
-# Hang rule that hung "b" for good unmatched: a false warning, not what this test is about.
-@pytest.mark.filterwarnings("ignore::durablelab.errors.UnmatchedFaultRuleWarning")
+# A Hang rule that hung "b" for good matched "b": the sweep's load counts the attempt in
+# flight (`runner.add_starts`), so no UnmatchedFaultRuleWarning (made an error here, so a
+# false warning fails the test).
+@pytest.mark.filterwarnings("error::durablelab.errors.UnmatchedFaultRuleWarning")
 def test_a_run_left_in_flight_measures_the_same_in_the_sweep_and_in_compare():
     # Without a run timeout a hung attempt stays in flight: it counts as an attempt, and
     # the run lasts until the latest instant it recorded.
@@ -138,4 +139,6 @@ def test_a_run_left_in_flight_measures_the_same_in_the_sweep_and_in_compare():
     frame = experiment.frame
     assert (frame["status"] == "running").all()
     assert (frame["attempts"] == 2).all() and (frame["virtual_duration"] == 3.0).all()
+    assert experiment.unmatched_rules.empty
+    assert set(experiment.load["source"]) == {"a", "b"}     # the hung request reached "b"
     same_as_compare(experiment)

@@ -180,7 +180,8 @@ def add_load(load: dict, source: str, instants, offset: float = 0.0) -> None:
 
 def add_starts(load: dict, state) -> None:
     """`add_load` of each attempt start of a run, under its activity: every attempt that
-    reached the activity (a crash before it did not) and the one that ended it."""
+    reached the activity (a crash before it did not), the one that ended it, and one still
+    in flight when the run was measured (a `Hang`: its request reached the activity)."""
     isfinite = math.isfinite
     get = load.get
     for rows in state.attempts.values():
@@ -193,6 +194,10 @@ def add_starts(load: dict, state) -> None:
         t = e.started_at
         if e.kind == "activity" and t is not None and isfinite(t):
             key = (e.name, int(t // 1))
+            load[key] = get(key, 0) + 1
+    for o in (state.inflight, *state.flying.values()):
+        if o is not None and isfinite(o.started_at):
+            key = (o.name, int(o.started_at // 1))
             load[key] = get(key, 0) + 1
 
 
