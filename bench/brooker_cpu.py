@@ -4,6 +4,7 @@ a busy machine.
     .venv/bin/python bench/brooker_cpu.py TREE [replayed|parked] TRIALS CLIENTS...
     .venv/bin/python bench/brooker_cpu.py /tmp/base replayed 3 10 50 100   # an older tree
     .venv/bin/python bench/brooker_cpu.py . parked 3 10 50 100             # the prototype
+    .venv/bin/python bench/brooker_cpu.py --quick      # CI: this tree, replayed, 1 trial, 10
 
 bench/brooker.py --durablelab times wall seconds, which other processes on a shared
 machine stretch; this counts the CPU seconds of this process (`time.process_time`), for
@@ -23,6 +24,10 @@ BENCH = Path(__file__).resolve().parent
 
 
 def main(argv) -> int:
+    if argv == ["--quick"]:   # CI's smoke run: this checkout, replayed, 10 clients, 1 trial
+        argv = [str(BENCH.parent), "replayed", "1", "10"]
+    if len(argv) < 4 or argv[1] not in ("replayed", "parked") or not argv[2].isdigit():
+        raise SystemExit(__doc__)
     tree, mode, trials = str(Path(argv[0]).resolve()), argv[1], int(argv[2])
     clients_list = [int(c) for c in argv[3:]]
     os.environ.setdefault("TQDM_DISABLE", "1")
