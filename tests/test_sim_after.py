@@ -62,33 +62,9 @@ def test_latency_faults_add_to_the_worlds_time():
 
 
 # --- OCCResource: two clients, one row -------------------------------------------------
-class Row:
-    """A world: one OCC row and the two activity functions a client needs."""
-
-    def __init__(self, clock=None):
-        self.row = dl.sim.OCCResource()
-
-    def read(self, seconds):
-        return dl.sim.after(seconds, value=self.row.read())
-
-    def write(self, version, seconds):
-        try:
-            return dl.sim.after(seconds, value=self.row.write(version))
-        except dl.sim.WriteConflict as conflict:
-            return dl.sim.after(seconds, error=conflict)
-
-
-SCOPE = dl.RetryPolicy(max_attempts=5, initial=0.5, backoff=2, jitter="none")
-
-
-def rmw(ctx, delays):
-    read, write = delays
-    version = ctx.activity("read", ctx.world.read, read, policy=ONCE)
-    return ctx.activity("write", ctx.world.write, version, write, policy=ONCE)
-
-
-def client(ctx, delays):
-    return ctx.retry(SCOPE, rmw, delays)
+# The world (one OCC row) and the client (a read-modify-write retried whole) are the ones
+# the sweep tests use too: tests/occ_clients.py.
+from occ_clients import Row, client  # noqa: E402
 
 
 def test_two_clients_on_one_row_by_hand():

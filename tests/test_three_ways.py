@@ -43,13 +43,19 @@ def test_on_durablelab_a_crash_after_the_receipt_repeats_only_the_receipt(workfl
     assert run.attempts[run.attempts.outcome == "rate_limited"].delay.tolist() == [2.0]
 
 
-def test_on_langgraph_the_same_crash_runs_the_tools_node_again_and_charges_again():
+def crash_after_the_receipt(build):
+    """The plan's run (a 429 on the first model call, a crash right after the receipt: the
+    explorer's p5-after_effect row) of a LangGraph build, its world, and the whole report."""
     kept = {}
-    graph = functools.partial(tw.build_graph, plan=[RateLimit("model", times=1)],
+    build = functools.partial(build, plan=[RateLimit("model", times=1)],
                               retry=RetryPolicy(initial_interval=0.0, jitter=False))
-    report = lgb.explore_crashes(graph, tw.graph_input(), lambda run, world: kept.update(
+    report = lgb.explore_crashes(build, tw.graph_input(), lambda run, world: kept.update(
         {run.run_id: (run, world)}), world=tw.keyless)
-    run, world = kept["p5-after_effect"]
+    return report, *kept["p5-after_effect"]
+
+
+def test_on_langgraph_the_same_crash_runs_the_tools_node_again_and_charges_again():
+    report, run, world = crash_after_the_receipt(tw.build_graph)
     assert run.source == "langgraph" and run.status == "completed"
     assert run.history.name.tolist() == ["agent", "tools", "agent", "tools", "agent"]
     row = dl.compare(run, world=world).iloc[0]
@@ -60,12 +66,7 @@ def test_on_langgraph_the_same_crash_runs_the_tools_node_again_and_charges_again
 
 
 def test_on_the_functional_api_the_same_crash_runs_only_the_receipt_again():
-    kept = {}
-    build = functools.partial(tw.build_functional, plan=[RateLimit("model", times=1)],
-                              retry=RetryPolicy(initial_interval=0.0, jitter=False))
-    report = lgb.explore_crashes(build, tw.graph_input(), lambda run, world: kept.update(
-        {run.run_id: (run, world)}), world=tw.keyless)
-    run, world = kept["p5-after_effect"]
+    report, run, world = crash_after_the_receipt(tw.build_functional)
     assert run.source == "langgraph" and run.status == "completed"
     assert len(run.history) == 6         # one saved task per model call and tool call
     row = dl.compare(run, world=world).iloc[0]

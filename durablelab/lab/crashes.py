@@ -220,7 +220,8 @@ class _Runner:
     def run(self, run_id: str, rules: list, keep: bool = False):
         """(run, holds, why not, crashes that fired) for one row; the `Run` itself when
         `keep` or when the invariant broke, else a view that keeps only status and result."""
-        from ..engine import FINAL, Engine
+        from ..engine import Engine
+        from ..runstate import FINAL
         if self.engine is None:
             self.engine = Engine(durability=self.durability)
         engine = self.engine

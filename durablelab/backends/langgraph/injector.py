@@ -325,13 +325,7 @@ class Injector:
         else:
             @functools.wraps(fn)
             def wrapped(*args, **kwargs):
-                tracker, unit, rule = self._start(name, "unit")
-                try:
-                    value = fn(*args, **kwargs)
-                except Exception as exc:
-                    self._failed(tracker, unit, exc)
-                    raise
-                return self._finish(tracker, unit, rule, value)
+                return self._unit(name, "unit", fn, args, kwargs)
         wrapped.__name__ = name   # the name LangGraph gives an @task made of it, too
         return wrapped
 
@@ -342,7 +336,11 @@ class Injector:
         name = _name(fn, name, "injector.call")
         if not callable(fn):
             raise bad_type("injector.call", "fn", f"fn={fn!r} is not callable")
-        tracker, unit, rule = self._start(name, "call")
+        return self._unit(name, "call", fn, args, kwargs)
+
+    def _unit(self, name: str, kind: str, fn: Callable, args, kwargs) -> Any:
+        """One plain call of a unit under the plan (an ``async`` node awaits in `wrap`)."""
+        tracker, unit, rule = self._start(name, kind)
         try:
             value = fn(*args, **kwargs)
         except Exception as exc:
