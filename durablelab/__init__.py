@@ -25,7 +25,8 @@ from . import faults
 from .breaker import CircuitBreaker
 from .budget import Budget
 from .clock import VirtualClock, WallClock
-from .context import Context, Handle, Saga
+from .context import Context, Saga
+from .handles import Handle
 from .engine import Engine
 from .errors import (ActivityFailed, AgentConfigError, BudgetExceeded, Cancelled, ChildFailed,
                      CompensationFailed,

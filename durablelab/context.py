@@ -19,7 +19,7 @@ from typing import Any, Callable, NamedTuple, Protocol
 from . import history as h
 from .errors import (ActivityFailed, Cancelled, DeterminismGuardError, NonDeterminismError,
                      bad_type, bad_value, cancelled, check_later, check_seconds, check_text,
-                     child_failed, error_from_json, not_a_policy, not_callable)
+                     error_from_json, not_a_policy, not_callable)
 from .retry import RetryPolicy
 from .saga import ESCALATE_AFTER, Saga
 
@@ -274,8 +274,8 @@ class Context:
         10 s, not 30. Each has its own idempotency key (``"{run_id}:{position}"``), its own
         fault draws and its own crash points."""
         frame = sys._getframe(self._caller)
-        return self._start_activity(name, fn, args, kwargs, policy, start_to_close,
-                                    schedule_to_close, heartbeat, frame)
+        return start_activity(self, name, fn, args, kwargs, policy, start_to_close,
+                              schedule_to_close, heartbeat, frame)
 
     def gather(self, *handles: "Handle") -> list:
         """Wait until every handle has ended and return their values in the order given.
@@ -287,7 +287,7 @@ class Context:
                 raise bad_type(f"ctx.gather at {h.site(frame)}", "handles", (
                     f"{handle!r} is not a handle of this run; pass what ctx.start_activity "
                     f"or ctx.start_child returned"))
-        self._wait(handles, True, frame)
+        wait_for(self, handles, True, frame)
         failed = [hd for hd in handles if not self._cursor.ended[hd.position].ok]
         if failed:
             raise min(failed, key=lambda hd: hd.position)._error()
@@ -310,13 +310,13 @@ class Context:
         running: list[Handle] = []
         for item in items:
             if limit is not None and len(running) >= limit:
-                self._wait(running, False, frame)   # until one of those in flight ends
+                wait_for(self, running, False, frame)   # until one of those in flight ends
                 running = [hd for hd in running if not hd.done()]
-            handle = self._start_activity(name, fn, (item,), {}, policy, start_to_close,
-                                          schedule_to_close, heartbeat, frame)
+            handle = start_activity(self, name, fn, (item,), {}, policy, start_to_close,
+                                    schedule_to_close, heartbeat, frame)
             handles.append(handle)
             running.append(handle)
-        self._wait(handles, True, frame)
+        wait_for(self, handles, True, frame)
         failed = [hd for hd in handles if not self._cursor.ended[hd.position].ok]
         if failed:
             raise failed[0]._error()
@@ -328,7 +328,7 @@ class Context:
         with its own history, recorded in this run as one step. A child that fails (or is
         cancelled) raises `dl.ChildFailed` here. See `start_child`."""
         frame = sys._getframe(self._caller)
-        return self._start_child(workflow, input, run_id, policies, frame).result()
+        return start_child(self, workflow, input, run_id, policies, frame).result()
 
     def start_child(self, workflow: Callable, input: Any = None, run_id: str | None = None,
                     policies=None) -> "Handle":
@@ -337,88 +337,7 @@ class Context:
         recovering after a crash, finds the same child instead of starting a second one;
         `engine.runs()` lists it with `parent_run_id`. Cancelling this run cancels it."""
         frame = sys._getframe(self._caller)
-        return self._start_child(workflow, input, run_id, policies, frame)
-
-    def _start_activity(self, name, fn, args, kwargs, policy, start_to_close,
-                        schedule_to_close, heartbeat, frame) -> "Handle":
-        call = f"ctx.start_activity({name!r}) at {h.site(frame)}"
-        if type(name) is not str or not name or not name.isascii():
-            check_text(name, call, "name")
-        if not callable(fn):
-            raise not_callable(call, fn)
-        if policy is not None and not isinstance(policy, RetryPolicy):
-            raise not_a_policy(call, policy)
-        for what, value in (("start_to_close", start_to_close),
-                            ("schedule_to_close", schedule_to_close), ("heartbeat", heartbeat)):
-            if value is not None:
-                _number(value, f"ctx.start_activity({name!r})", what, frame)
-        self._check()
-        event = self._expect(h.START_ACTIVITY, name, frame, args, kwargs)
-        if event is None:
-            if self._state.cancel_pending:
-                self._cancel_here(frame)
-            event = self._record(h.START_ACTIVITY, name, args, None, frame, kwargs)
-        overrides = self._state.overrides
-        if overrides is not None:
-            policy = overrides.for_activity(name) or policy
-        request = Request(name, fn, args, kwargs, policy or DEFAULT_POLICY, start_to_close,
-                          schedule_to_close, heartbeat, h.site(frame))
-        self._port.launch(self._state, event.position, request)
-        return Handle(self, event.position, name, "activity")
-
-    def _start_child(self, workflow, input, run_id, policies, frame) -> "Handle":
-        from .registry import workflow_name
-        call = f"ctx.start_child at {h.site(frame)}"
-        name = workflow_name(workflow)
-        if run_id is not None:
-            check_text(run_id, call, "run_id")
-        input_json = h.to_json(input, "the child's input", call)
-        self._check()
-        event = self._expect(h.START_CHILD, name, frame, (json.loads(input_json),), {})
-        if event is None:
-            if self._state.cancel_pending:
-                self._cancel_here(frame)
-            child_id = run_id or f"{self.run_id}/{self._cursor.position + 1}"
-            event = self._record(h.START_CHILD, name, (json.loads(input_json),),
-                                 json.dumps({"run_id": child_id}), frame)
-        child_id = event.loads()["run_id"]
-        self._port.start_child(self._state, event.position, workflow, input_json, child_id,
-                               policies)
-        return Handle(self, event.position, name, "child", child_id)
-
-    def _wait(self, handles, need_all: bool, frame) -> None:
-        """Block until all (or, `need_all` False, any) of `handles` have ended: a blocking
-        call, so it takes the ends history holds at this point (`Cursor.absorb`); at the
-        end of history it suspends the run until the engine records enough of them."""
-        self._check()
-        ended = self._cursor.ended
-        ready = all if need_all else any
-        if ready(hd.position in ended for hd in handles):
-            return
-        self._cursor.absorb()
-        told = self._cursor.cancelled()   # a cancel comes before what it ended
-        if told is not None:
-            raise self._told(told)
-        if not self._cursor.replaying and self._state.cancel_pending:
-            self._cancel_here(frame)
-        if ready(hd.position in ended for hd in handles):
-            return
-        if self._cursor.replaying:   # the code waits where it did not before
-            self.diverged = self._cursor.diverged(
-                self._cursor.peek(), "wait", ", ".join(hd.name for hd in handles), None,
-                frame, "different_call")
-            raise self.diverged
-        for hd in handles:   # a child that ended while this run's worker was down
-            if hd.kind == "child" and hd.position not in ended:
-                self._port.child_ended(self._state, hd.position, hd.child_run_id)
-        self._cursor.absorb()
-        if ready(hd.position in ended for hd in handles):
-            return
-        waiting = [hd for hd in handles if hd.position not in ended]
-        raise Suspend(None, "handles", name=waiting[0].name, position=self._cursor.position,
-                      waiting_on=f"{len(waiting)} of {len(handles)}: " + ", ".join(
-                          f"{hd.name}@{hd.position}" for hd in waiting),
-                      handles=tuple(hd.position for hd in handles), need_all=need_all)
+        return start_child(self, workflow, input, run_id, policies, frame)
 
         # --- values that differ between executions ---------------------------------------------
     def now(self) -> float:
@@ -687,45 +606,5 @@ class Context:
         return cancelled(self.run_id, (event.loads() or {}).get("reason"), event.position)
 
 
-class Handle:
-    """Something a run started and has not waited for yet: an activity
-    (`ctx.start_activity`) or a child run (`ctx.start_child`). It is a position in the
-    run's history, so it means the same on every replay."""
-
-    __slots__ = ("_ctx", "position", "name", "kind", "child_run_id")
-
-    def __init__(self, ctx: Context, position: int, name: str, kind: str,
-                 child_run_id: str | None = None):
-        self._ctx, self.position, self.name, self.kind = ctx, position, name, kind
-        #: the child's run id (a child handle), else None
-        self.child_run_id = child_run_id
-
-    def done(self) -> bool:
-        """Whether it has ended, as far as this run's code knows at this point of the
-        code (the same answer on every replay). Does not wait."""
-        return self.position in self._ctx._cursor.ended
-
-    def result(self) -> Any:
-        """Wait for it to end: its value, or the `ActivityFailed` (`ChildFailed`) it ended
-        with."""
-        self._ctx._wait((self,), True, sys._getframe(1))   # (the guard does not wrap it)
-        if not self._ctx._cursor.ended[self.position].ok:
-            raise self._error()
-        return self._value()
-
-    def _value(self) -> Any:
-        return self._ctx._cursor.ended[self.position].loads()
-
-    def _error(self) -> ActivityFailed:
-        event = self._ctx._cursor.ended[self.position]
-        if self.kind == "child":
-            end = event.loads()
-            return child_failed(self._ctx.run_id, self.name, self.position, end["run_id"],
-                                end["status"], end.get("error"), event.call_site)
-        failed = error_from_json(event.loads())
-        failed.call_site = event.call_site
-        return failed
-
-    def __repr__(self) -> str:
-        state = "done" if self.done() else "pending"
-        return f"<Handle {self.kind} {self.name!r} at position {self.position}: {state}>"
+# Concurrent work (handles) builds on Context, so it is imported after it: durablelab.handles.
+from .handles import Handle, start_activity, start_child, wait_for  # noqa: E402
