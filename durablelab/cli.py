@@ -7,8 +7,9 @@
     durablelab runs DB            list the runs in a DuckDB store or an export (an exported
                                   experiment: its rows)
     durablelab show RUN --db DB   one run: status, result or error, history, attempts
-    durablelab timeline RUN --db DB -o FILE.png
-                                  draw one run's timeline to an image
+    durablelab timeline RUN --db DB -o FILE.png [--children]
+                                  draw one run's timeline to an image (--children: each
+                                  child run's lanes under its bar)
     durablelab export DB -o OUT   write runs to OUT.jsonl or OUT.parquet
     durablelab ops DB [--now T]   the operator's board: runs per workflow by status, retry
                                   and failure rates, spend per run, waiting and overdue runs
@@ -151,6 +152,14 @@ def _no_run(path: str, run_id: str, known: list[str]) -> DurableLabError:
 
 def _find_run(path: str, run_id: str, wanted: str):
     """One run of a DuckDB store or an export (`wanted`: what the command shows of it)."""
+    with _opened_run(path, run_id, wanted) as (run, _):
+        return run
+
+
+@contextlib.contextmanager
+def _opened_run(path: str, run_id: str, wanted: str):
+    """One run of a DuckDB store or an export, and where its child runs are: the read-only
+    engine, open while the block runs, or the export's runs that descend from it."""
     if _experiment(path) is not None:
         raise _no_histories(path, wanted)
     if _kind(path) == "duckdb":
@@ -158,12 +167,19 @@ def _find_run(path: str, run_id: str, wanted: str):
             known = list(engine.runs()["run_id"])
             if run_id not in known:
                 raise _no_run(path, run_id, known)
-            return engine.run(run_id)
+            yield engine.run(run_id), engine
+        return
     runs = _load(path)
-    for run in runs:
-        if run.run_id == run_id:
-            return run
-    raise _no_run(path, run_id, [r.run_id for r in runs])
+    found = next((run for run in runs if run.run_id == run_id), None)
+    if found is None:
+        raise _no_run(path, run_id, [r.run_id for r in runs])
+    family, parents, seen = [], {run_id}, {run_id}
+    while parents:   # children, then theirs: the export's runs started under this one
+        born = [r for r in runs if r.parent_run_id in parents and r.run_id not in seen]
+        family += born
+        parents = {r.run_id for r in born}
+        seen |= parents
+    yield found, family
 
 
 def _output(path: str, what: str, suffixes: tuple[str, ...] = ()) -> Path:
@@ -244,8 +260,9 @@ def _timeline(args) -> int:
         raise _Usage(f"--dpi {args.dpi}: give a resolution from 10 to 1200 dots per inch")
     out = _output(args.output, "image",
                   (".png", ".svg", ".pdf", *sorted(formats - {".png", ".svg", ".pdf"})))
-    run = _find_run(args.db, args.run, "timeline to draw")
-    run.timeline().savefig(out, dpi=args.dpi, bbox_inches="tight")
+    with _opened_run(args.db, args.run, "timeline to draw") as (run, family):
+        figure = run.timeline(children=family if args.children else None)
+    figure.savefig(out, dpi=args.dpi, bbox_inches="tight")
     print(f"wrote {out}")
     return 0
 
@@ -482,6 +499,9 @@ def parser() -> argparse.ArgumentParser:
     timeline.add_argument("-o", "--output", required=True, metavar="FILE",
                           help="the image to write (.png, .svg, .pdf)")
     timeline.add_argument("--dpi", type=int, default=110, help="resolution of a bitmap image")
+    timeline.add_argument("--children", action="store_true",
+                          help="draw each child run's own lanes under its bar (sub-agents, "
+                               "ctx.child), and theirs")
     export = command("export", _export)
     export.add_argument("source", metavar="DB", help="a DuckDB store, or an export to convert")
     export.add_argument("-o", "--output", required=True, metavar="FILE",

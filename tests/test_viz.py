@@ -834,3 +834,26 @@ def test_children_expand_from_an_export_read_back(tmp_path):
     ax, labels = _lane_labels(boss.timeline(children=[r for r in loaded if r is not boss]))
     assert labels == EXPANDED
     assert _bars_on(ax, labels.index("boss/1 › search")) == [(1.0, "transient"), (3.0, "ok")]
+
+
+@pytest.mark.parametrize("source", ["runs.duckdb", "runs.jsonl"])
+def test_the_timeline_command_expands_children_from_a_store_or_an_export(
+        tmp_path, monkeypatch, source):
+    from matplotlib.figure import Figure
+
+    from durablelab import cli
+    engine = _boss_engine(str(tmp_path / "runs.duckdb"))
+    if source == "runs.jsonl":
+        dl.export([engine.run(r) for r in engine.runs().run_id], tmp_path / source)
+    engine.close()
+    drawn = []
+    monkeypatch.setattr(Figure, "savefig", lambda fig, *a, **k: drawn.append(fig))
+    db, out = str(tmp_path / source), str(tmp_path / "t.png")
+    assert cli.main(["timeline", "boss", "--db", db, "-o", out, "--children"]) == 0
+    assert cli.main(["timeline", "boss", "--db", db, "-o", out]) == 0
+    # a child drawn with its own children: the grandchild only
+    assert cli.main(["timeline", "boss/5", "--db", db, "-o", out, "--children"]) == 0
+    expanded, plain, team = (_lane_labels(fig)[1] for fig in drawn)
+    assert expanded == EXPANDED
+    assert plain == ["child _searcher", "child _searcher ·2", "child _team"]
+    assert team == ["plan", "child _searcher", "boss/5/2 › search", "boss/5/2 › waits"]
