@@ -857,3 +857,29 @@ def test_the_timeline_command_expands_children_from_a_store_or_an_export(
     assert expanded == EXPANDED
     assert plain == ["child _searcher", "child _searcher ·2", "child _team"]
     assert team == ["plan", "child _searcher", "boss/5/2 › search", "boss/5/2 › waits"]
+
+
+def test_runs_that_name_each_other_in_a_ring_are_drawn_as_a_tree(tmp_path):
+    """A stranger's store or export may say that a child started its own parent: expanding
+    follows each run's one parent_run_id, so the drawing ends (it used to loop for ever)."""
+    import duckdb
+    path = str(tmp_path / "ring.duckdb")
+    _boss_engine(path).close()
+    con = duckdb.connect(path)
+    last = con.execute("SELECT max(position) FROM event_log WHERE run_id = 'boss/1'").fetchone()[0]
+    body = ('["start_child","test_viz:_boss","66024f1d4ae1bdeb",true,"{\\"run_id\\": '
+            '\\"boss\\"}",0.0,null,null,null,null,null,"x.py:1","[[\\"ducks\\"],{}]"]')
+    con.execute("INSERT INTO event_log VALUES ('boss/1', ?, ?)", [last + 1, body])
+    con.execute("UPDATE runs SET parent_run_id = 'boss/1' WHERE run_id = 'boss'")
+    con.close()
+    with dl.Engine(path, read_only=True) as reader:
+        boss, child = reader.run("boss"), reader.run("boss/1")
+        # boss/1's own record of starting boss stays a plain bar: boss is drawn already
+        assert _lane_labels(boss.timeline(children=reader))[1] == [
+            *EXPANDED[:2], "boss/1 › child _boss", *EXPANDED[2:]]
+        # the child drawn with the ring: its "child" boss expands once, and stops there
+        labels = _lane_labels(child.timeline(children=reader))[1]
+        assert labels.count("boss › child _searcher") == 1
+        # a list that gives the drawn run as a child of its child is refused, not looped
+        with pytest.raises(dl.errors.BadValue, match="not a child of the run drawn"):
+            dl.viz.timeline(boss, children=[child, boss])

@@ -76,13 +76,13 @@ def resolve(runs: list, children) -> dict[str, object]:
             raise BadValue(f"timeline(children=...): run {item.run_id!r} is given twice; "
                            f"give each child run once")
         by_id[item.run_id] = item
-    found, todo = {}, list(runs)
+    found, todo, drawn = {}, list(runs), {run.run_id for run in runs}
     while todo:
         parent = todo.pop()
         for child_id in child_ids(parent).values():
             child = by_id.get(child_id)
-            if child is not None and child_id not in found and (
-                    getattr(child, "parent_run_id", None) == parent.run_id):
+            if (child is not None and child_id not in found and child_id not in drawn
+                    and _child_of(child, parent)):
                 found[child_id] = child
                 todo.append(child)
     stray = [run for run in given if run.run_id not in found]
@@ -101,19 +101,26 @@ def resolve(runs: list, children) -> dict[str, object]:
 
 
 def _from_engine(runs, engine) -> dict[str, object]:
-    found, todo = {}, list(runs)
+    found, todo, drawn = {}, list(runs), {run.run_id for run in runs}
     while todo:
         parent = todo.pop()
         for child_id in child_ids(parent).values():
-            if child_id in found:
+            if child_id in found or child_id in drawn:
                 continue
             try:
                 child = engine.run(child_id)
             except RunNotFoundError:   # recorded as started, not (yet) stored: a plain bar
                 continue
-            found[child_id] = child
-            todo.append(child)
+            if _child_of(child, parent):
+                found[child_id] = child
+                todo.append(child)
     return found
+
+
+def _child_of(child, parent) -> bool:
+    """Whether `child` says `parent` started it. A run has one parent, so expanding only
+    such children draws a tree, even from a file whose runs name each other in a ring."""
+    return getattr(child, "parent_run_id", None) == parent.run_id
 
 
 def layout(run, found: dict, lanes, spans) -> tuple[list[str], list[Block]]:
@@ -132,7 +139,7 @@ def layout(run, found: dict, lanes, spans) -> tuple[list[str], list[Block]]:
         bars = {}   # lane name -> [(position, child run)] of children drawn on that lane
         for row in spans(run).itertuples(index=False):
             child_id = ids.get(row.position) if row.kind == "child" else None
-            if child_id in found:
+            if child_id in found and _child_of(found[child_id], run):
                 bars.setdefault(row.lane, []).append((row.position, found[child_id]))
         for name in lanes(run):
             block.rows[name] = len(labels)
@@ -152,7 +159,8 @@ def members(run, found: dict) -> list:
     while todo:
         member = todo.pop(0)
         tree.append(member)
-        todo += [found[i] for i in child_ids(member).values() if i in found]
+        todo += [found[i] for i in child_ids(member).values()
+                 if i in found and _child_of(found[i], member)]
     return tree
 
 
