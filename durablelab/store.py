@@ -523,6 +523,12 @@ class Store:
                                [f"burnt:{run_id}"]).fetchall()
         return row[0][0] if row else None
 
+    def burnt_all(self) -> dict[str, str]:
+        """`burnt` of every run that has one, by run id, in one statement: a board over
+        a whole store (`dl.ops`) would otherwise pay a statement per run."""
+        return {key[len("burnt:"):]: value for key, value in self.con.execute(
+            "SELECT key, value FROM meta WHERE key LIKE 'burnt:%'").fetchall()}
+
     def latest_instant(self) -> float | None:
         """The latest instant of a crash or of the clock saved at a clean close. Every other
         row belongs to a run and comes no later than the run's end, so an engine that opens

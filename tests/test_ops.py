@@ -270,3 +270,105 @@ def test_the_command_errors_are_one_line(tmp_path):
         assert done.returncode == status, done.stderr
         assert done.stderr.count("\n") == 1 and words in done.stderr, done.stderr
         assert "Traceback" not in done.stderr
+
+
+# --- the engine's state and a Run's frames give the same board ------------------------------
+# `dl.ops(engine)` measures each run from the engine's state of it (plain rows, as a sweep
+# does); `dl.ops(runs)` from each `Run`'s frames, as `dl.compare` does. A fleet with every
+# kind of fact a board reads must give the same board both ways.
+
+LOCAL = dl.RetryPolicy(max_attempts=3, initial=5.0, jitter="none")
+
+
+def nightly(ctx, order):
+    ctx.activity("reserve", lambda: {"held": order, "note": "café ☕"}, policy=STEADY)
+    ctx.sleep(12 * HOUR)                        # waiting on a timer
+    return order
+
+
+def backing_off(ctx, order):                    # waiting on a retry's backoff
+    return ctx.activity("charge", lambda: {"charged": order}, policy=dl.RetryPolicy(
+        max_attempts=3, initial=6 * HOUR, max_interval=6 * HOUR, jitter="none"))
+
+
+def fan_out(ctx, n):                            # started activities: ends carry a handle
+    handles = [ctx.start_activity("part", lambda i=i: i * 7, policy=STEADY) for i in range(n)]
+    return sum(ctx.gather(*handles))
+
+
+def numbers(ctx, n):                            # values that are plain numbers and null
+    a = ctx.activity("count", lambda: 3, policy=STEADY)
+    ctx.sleep(1)
+    return a + ctx.activity("count", lambda: 4, policy=STEADY)
+
+
+def strange(ctx, _):                            # a lone surrogate: stored escaped
+    return ctx.activity("echo", lambda: {"text": "bad \ud800 é"}, policy=STEADY)
+
+
+def crashes_once(ctx, order):
+    return ctx.activity("charge", lambda: {"charged": order}, policy=STEADY)
+
+
+def hangs(ctx, order):                          # an attempt still in flight
+    return ctx.activity("charge", lambda: {"charged": order}, policy=STEADY)
+
+
+def big(ctx, order):                            # a value stored by reference
+    return len(ctx.activity("fetch", lambda: {"doc": "x" * 5000}, policy=STEADY)["doc"])
+
+
+def varied(engine) -> None:
+    """`fleet` and more: timers, a retry's backoff, started activities, numbers, a lone
+    surrogate, a worker crash, a hang, a cancelled run, a value stored by reference."""
+    fleet(engine)
+    engine.start(nightly, 1, run_id="nightly")
+    engine.start(backing_off, 1, run_id="backing-off", faults=[ServerError("charge",
+                                                                           attempts=[1])])
+    engine.start(fan_out, 3, run_id="fan-out", faults=[ServerError("part", attempts=[1])])
+    engine.start(numbers, 1, run_id="numbers")
+    engine.start(strange, 1, run_id="strange")
+    engine.start(crashes_once, 1, run_id="crashes-once",
+                 faults=[dl.faults.Crash("charge", point="after_effect", attempts=[1])])
+    engine.start(hangs, 1, run_id="hangs", faults=[dl.faults.Hang("charge")])
+    engine.start(unbounded, 1, run_id="cancelled")
+    engine.start(big, 1, run_id="big")
+    engine.run_until_blocked()
+    engine.cancel("cancelled", reason="customer withdrew")
+    engine.advance(60)
+
+
+def same_board(new, old) -> None:
+    assert_frame_equal(new.workflows, old.workflows)
+    assert_frame_equal(new.waiting, old.waiting)
+    assert_frame_equal(new.frame, old.frame)
+    assert new.now == old.now
+
+
+def test_the_engines_state_and_the_runs_frames_give_the_same_board(tmp_path):
+    path = tmp_path / "varied.duckdb"
+    with dl.Engine(path, payload_threshold=4096) as engine:
+        varied(engine)
+        runs = [engine.run(r) for r in engine.runs().run_id]
+        statuses = {r.status for r in runs}
+        assert {"waiting", "completed", "failed", "running", "cancelled"} <= statuses
+        waits = {r.waiting_on for r in runs if r.waiting is not None}
+        assert {"timer", "retry:charge", "signal:approval"} <= waits
+        later = engine.clock.now() + 3 * HOUR       # the approvals are overdue
+        for now in (None, later):
+            same_board(dl.ops(engine, now=now), dl.ops(runs, now=now if now else
+                                                       engine.clock.now()))
+        board = dl.ops(engine, now=later)
+    assert len(board.overdue) == 2 and board.frame.model_calls.sum() == 2
+    # values are the JSON values recorded: ints stay ints (pandas alone makes [None, 0, 7]
+    # floats, and history_bytes would count "7.0" for 7)
+    fanned = next(r for r in runs if r.run_id == "fan-out").history
+    assert fanned.value.tolist() == [None, None, None, 0, 7, 14]
+    assert board.frame.set_index("run_id").loc["crashes-once", "attempts"] == 1
+    # the store read back, read-only: its own runs, at the clock it was closed at
+    with dl.Engine(path, read_only=True) as reader:
+        again = [reader.run(r) for r in reader.runs().run_id]
+        same_board(dl.ops(path, now=later), dl.ops(again, now=later))
+        same_board(dl.ops(reader), dl.ops(again, now=reader.clock.now()))
+    # (the store has no row for the attempt still in flight: only the live engine knows it)
+    assert dl.ops(path, now=later).frame.set_index("run_id").loc["hangs", "attempts"] == 0
