@@ -184,15 +184,20 @@ def _read_engine(engine, label: str) -> tuple[list[Measured], list[tuple], float
     """Every run of `engine`, measured from the engine's state of it (`working_state`), as
     a sweep measures its runs: building a `Run`'s frames would cost ten times more."""
     from .budget import discarded_usage
+    from .loading import read_all
     runs, damaged = [], []
-    listed = engine.runs()
+    if getattr(engine, "read_only", False):
+        # A reader's runs are what its store holds: read them all at once, not a run's
+        # history at a time (a query per table per run, on a file).
+        states = read_all(engine.store, engine.path)
+    else:
+        states = [engine.working_state(run_id) for run_id in engine.runs()["run_id"]]
     burnt = engine.store.burnt_all()      # broken answers' usage, billed: one statement
-    for run_id, workflow, status in zip(listed["run_id"], listed["workflow"], listed["status"]):
-        state = engine.working_state(run_id)
+    for state in states:
         if state.damage is not None:   # set aside by the store: counted, not dropped
-            damaged.append((run_id, workflow, status, state.damage.message))
+            damaged.append((state.run_id, state.workflow, state.status, state.damage.message))
         else:
-            runs.append(_from_state(state, discarded_usage(burnt.get(run_id))))
+            runs.append(_from_state(state, discarded_usage(burnt.get(state.run_id))))
     clock = getattr(engine, "clock", None)
     return runs, damaged, clock.now() if clock is not None else None, label
 

@@ -465,6 +465,11 @@ class Store:
         reads."""
         return self.load(f"status IN {UNFINISHED!r}")
 
+    def load_ended(self) -> dict[str, list]:
+        """`load` of the runs that ended: what a reader of a whole store needs besides
+        `load_unfinished` (`loading.read_all`)."""
+        return self.load(f"status NOT IN {UNFINISHED!r}")
+
     def load(self, where: str, params=(), tables=tuple(RECORDS)) -> dict[str, list]:
         """The rows that belong to the runs selected by `where` (a condition on runs), in
         one query per table, ordered for replay. The runs' own rows are the caller's to

@@ -218,6 +218,27 @@ def test_a_damaged_run_is_counted_and_listed_not_dropped(tmp_path):
     assert "flaky-ok" in board.damaged.problem.iloc[0]
 
 
+@pytest.mark.parametrize("damage, words", [
+    ("UPDATE payloads SET body = '{\"doc\": \"forged\"}'", "not the one its digest names"),
+    ("UPDATE payloads SET digest = 'abc'", "that payload is missing")])
+def test_a_payload_with_the_wrong_hash_sets_its_run_aside_on_the_board(tmp_path, damage, words):
+    path = tmp_path / "fleet.duckdb"
+    with dl.Engine(path, payload_threshold=4096) as engine:
+        fleet(engine)
+        engine.start(big, 1, run_id="big")            # ended: read when the board asks
+        engine.start(big_then_waits, 2, run_id="big-waiting")   # the same document
+        engine.run_until_blocked()
+    con = duckdb.connect(str(path))
+    con.execute(damage)
+    con.close()
+    board = dl.ops(path)
+    assert sorted(board.damaged.run_id) == ["big", "big-waiting"]
+    assert all(words in problem for problem in board.damaged.problem)
+    assert board.workflows.loc[name(big), "damaged"] == 1
+    assert board.workflows.loc[name(big_then_waits), "runs"] == 1
+    assert len(board.frame) == 8                      # the fleet's runs are all there
+
+
 def test_an_exported_experiment_is_not_runs(tmp_path):
     experiment = dl.sweep(flaky, [1], seeds=range(1))
     path = experiment.export(tmp_path / "experiment.jsonl")
@@ -318,6 +339,11 @@ def big(ctx, order):                            # a value stored by reference
     return len(ctx.activity("fetch", lambda: {"doc": "x" * 5000}, policy=STEADY)["doc"])
 
 
+def big_then_waits(ctx, order):
+    big(ctx, order)
+    return ctx.wait_signal("go")
+
+
 def varied(engine) -> None:
     """`fleet` and more: timers, a retry's backoff, started activities, numbers, a lone
     surrogate, a worker crash, a hang, a cancelled run, a value stored by reference."""
@@ -372,3 +398,35 @@ def test_the_engines_state_and_the_runs_frames_give_the_same_board(tmp_path):
         same_board(dl.ops(reader), dl.ops(again, now=reader.clock.now()))
     # (the store has no row for the attempt still in flight: only the live engine knows it)
     assert dl.ops(path, now=later).frame.set_index("run_id").loc["hangs", "attempts"] == 0
+
+
+def fingerprint(folder) -> dict:
+    """Every file of `folder`: its bytes' digest and its modification time (ns)."""
+    return {p.name: (digest(p), p.stat().st_mtime_ns) for p in sorted(Path(folder).iterdir())}
+
+
+def test_no_reading_command_writes_a_store_a_killed_worker_left(tmp_path):
+    # A worker killed mid-day leaves its last commits in the write-ahead log, beside the
+    # file: a reader that replayed the log into the file would change both. None does.
+    folder = tmp_path / "store"
+    folder.mkdir()
+    path = folder / "fleet.duckdb"
+    worker = (f"import os, sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
+              f"import durablelab as dl, test_ops; e = dl.Engine({str(path)!r}); "
+              f"test_ops.fleet(e); os._exit(0)")
+    done = subprocess.run([sys.executable, "-c", worker], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    before = fingerprint(folder)
+    assert set(before) == {"fleet.duckdb", "fleet.duckdb.wal"}
+    out = tmp_path / "out"
+    out.mkdir()
+    for args in (["ops", str(path)], ["ops", str(path), "--now", "99999"], ["runs", str(path)],
+                 ["show", "approve-1", "--db", str(path)],
+                 ["timeline", "approve-1", "--db", str(path), "-o", str(out / "t.png")],
+                 ["export", str(path), "-o", str(out / "e.jsonl")],
+                 ["replay-check", "--workflow", "test_ops:approval", "--from", str(path)]):
+        assert cli.main(args) == 0, args
+        assert fingerprint(folder) == before, args
+    # and what it read is what the worker committed before it died
+    assert dl.ops(path).workflows.loc[name(approval), "waiting"] == 2
