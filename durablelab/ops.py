@@ -19,8 +19,8 @@ the source recorded. Reading never changes the source: a store path is opened re
 
 An engine's runs (a store path's, through a read-only engine) are measured from the engine's
 state of each, as a sweep measures its runs (`runner.state_rows`, `metrics.measure`), not
-from a `Run` per run: building four DataFrames a run cost 30 to 50 times more
-(`python bench/ops.py`). Runs given as `Run`s (an export, an imported history) are measured
+from a `Run` per run: building four DataFrames a run cost about a hundred times more
+(`python bench/ops.py` prints both, over 1,000 runs in memory and in a file). Runs given as `Run`s (an export, an imported history) are measured
 from their frames, as `dl.compare` measures them; both give the same board
 (tests/test_ops.py).
 """
