@@ -127,6 +127,18 @@ def decoded(rows, payloads: dict | None = None) -> tuple[list, list]:
     return events, damaged
 
 
+def _longer(text: str, limit: int) -> bool:
+    """Whether `text` is longer than `limit` bytes of UTF-8 (`payload_threshold` counts
+    bytes), encoding it only when its length in characters cannot tell: a character
+    takes one to four bytes."""
+    n = len(text)
+    if n > limit:
+        return True
+    if 4 * n <= limit or text.isascii():
+        return False
+    return len(text.encode("utf-8", "backslashreplace")) > limit
+
+
 def payload_digest(text: str) -> str:
     """The key a large value is stored under in `payloads`: the SHA-256 of its text."""
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
@@ -345,7 +357,8 @@ class Store:
         out, payloads = [], {}
         for row in rows:
             event = row[2]
-            if type(event) is not str and event.value is not None and len(event.value) > limit:
+            if type(event) is not str and event.value is not None and _longer(event.value,
+                                                                              limit):
                 digest = payload_digest(event.value)
                 payloads[digest] = (digest, event.value)
                 out.append((row[0], row[1], event_body(event, digest)))
