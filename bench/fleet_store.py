@@ -5,8 +5,9 @@ A file store pays a commit (an fsync) for what its mode makes durable: in ``sync
 event before the code sees it, each run's start, signal and end, and each change of status
 (a run stored ``waiting``). Printed for each store: seconds for the day, the commits it made
 (DuckDB transactions: `Store._committed` calls plus checkpoints), milliseconds per commit,
-the time relative to memory, and what the commits made durable. ``--profile`` adds the functions that took the most time in
-the sync file store (cProfile), to see that commits are what it pays for.
+the time relative to memory, and what the commits made durable. ``--profile`` adds the
+functions that took the most time in the sync file store (cProfile), to see that commits
+are what it pays for.
 
     python bench/fleet_store.py              # memory, sync, batch, exit; median of 3
     python bench/fleet_store.py --profile    # and cProfile of the sync file store
@@ -38,7 +39,7 @@ WHY: Counter = Counter()
 #: (and, for a journal's flush, the one that asked the journal).
 REASONS = {
     ("journal.py", "record"): "an event or a failed attempt's row (sync: each one)",
-    ("journal.py", "turn_ended"): "the end of a turn: its change of status (sync), its rows (batch)",
+    ("journal.py", "turn_ended"): "a turn's end: its change of status (sync), its rows (batch)",
     ("journal.py", "end"): "a run's end, with its rows or its wake-up rows",
     ("engine.py", "_start"): "a run's start (every mode)",
     ("engine.py", "signal"): "a signal (every mode)",

@@ -205,5 +205,5 @@ def missing(value: Any) -> bool:
     return type(value).__name__ == "NAType"
 
 
-__all__ = ["measure", "by_class", "text_bytes", "value_bytes", "json_bytes", "latest_at", "usage_of", "missing", "SHARED",
-           "RETRY_OUTCOMES", "RETRY_KEYS", "RETRY_COLUMNS"]
+__all__ = ["measure", "by_class", "text_bytes", "value_bytes", "json_bytes", "latest_at",
+           "usage_of", "missing", "SHARED", "RETRY_OUTCOMES", "RETRY_KEYS", "RETRY_COLUMNS"]

@@ -20,9 +20,9 @@ the source recorded. Reading never changes the source: a store path is opened re
 An engine's runs (a store path's, through a read-only engine) are measured from the engine's
 state of each, as a sweep measures its runs (`runner.state_rows`, `metrics.measure`), not
 from a `Run` per run: building four DataFrames a run cost about a hundred times more
-(`python bench/ops.py` prints both, over 1,000 runs in memory and in a file). Runs given as `Run`s (an export, an imported history) are measured
-from their frames, as `dl.compare` measures them; both give the same board
-(tests/test_ops.py).
+(`python bench/ops.py` prints both, over 1,000 runs in memory and in a file). Runs given
+as `Run`s (an export, an imported history) are measured from their frames, as `dl.compare`
+measures them; both give the same board (tests/test_ops.py).
 """
 
 from __future__ import annotations
@@ -182,7 +182,8 @@ def _read(source) -> tuple[list[Measured], list[tuple], float | None, str]:
 
 def _read_engine(engine, label: str) -> tuple[list[Measured], list[tuple], float | None, str]:
     """Every run of `engine`, measured from the engine's state of it (`working_state`), as
-    a sweep measures its runs: building a `Run`'s frames would cost ten times more."""
+    a sweep measures its runs; a read-only engine's, from its store read whole
+    (`loading.read_all`), which is what that engine shows."""
     from .budget import discarded_usage
     from .loading import read_all
     runs, damaged = [], []

@@ -389,5 +389,5 @@ def run_contended(workflow, runs, policies, plan, world_factory, timeout, load: 
             engine.forget()           # no breaker, run or row of this world reaches the next
 
 
-__all__ = ["METRICS", "Isolated", "borrowed_runner", "run_contended", "run_metrics", "state_rows", "duplicate_effects",
-           "add_requests", "QUOTA_REFUSED"]
+__all__ = ["METRICS", "Isolated", "borrowed_runner", "run_contended", "run_metrics", "state_rows",
+           "duplicate_effects", "add_requests", "QUOTA_REFUSED"]
