@@ -150,8 +150,12 @@ class Measured(NamedTuple):
     ended_at: float | None
 
     @property
-    def latest(self) -> float:
-        """The latest instant the run is known at: its end, or how far it got."""
+    def latest(self) -> float | None:
+        """The latest instant the run is known at: its end, or how far it got; None for a
+        run that has not begun (``start(start_at=...)`` later than now): its start is a
+        plan, not something recorded, and must not move the board's `now`."""
+        if self.ended_at is None and not any(self.row[i] for i in _BEGAN):
+            return None
         return max(self.latest_at, float(self.ended_at) if self.ended_at is not None else 0.0)
 
 
@@ -225,11 +229,13 @@ def _read_store(path) -> tuple[list[Measured], list[tuple], float | None, str]:
 
 
 def _checked_now(now, runs: list[Measured], clock_now, label: str) -> float:
-    first = min((r.started_at for r in runs), default=None)
-    latest = max((r.latest for r in runs), default=None)
+    began = [r for r in runs if r.latest is not None]
+    first = min((r.started_at for r in began), default=None)
+    latest = max((r.latest for r in began), default=None)
     if now is None:
         candidates = [t for t in (clock_now, latest) if t is not None]
-        return max(candidates) if candidates else 0.0
+        return max(candidates) if candidates else min((r.started_at for r in runs),
+                                                      default=0.0)
     if isinstance(now, bool) or not isinstance(now, (int, float)):
         raise bad_type("dl.ops(now=...)", "now", f"now={now!r} is {type(now).__name__}; give "
                        f"seconds on the runs' clock (a float), or None")
@@ -237,8 +243,8 @@ def _checked_now(now, runs: list[Measured], clock_now, label: str) -> float:
         raise bad_value("dl.ops(now=...)", "now", f"now={now!r} is not a finite number of "
                         f"seconds; give an instant on the runs' clock, or None")
     if latest is not None and now < latest:
-        first_run = min(runs, key=lambda r: r.started_at)
-        latest_run = max(runs, key=lambda r: r.latest)
+        first_run = min(began, key=lambda r: r.started_at)
+        latest_run = max(began, key=lambda r: r.latest)
         raise ops_now_error(now, label, first, first_run.run_id, latest, latest_run.run_id)
     return float(now)
 
@@ -249,6 +255,8 @@ _RUN_COLUMNS = ["run_id", "workflow", "status", "waiting_on", "waiting_until", "
                 "activities", "retries", "failed_activities", "retried_by_class",
                 "failed_by_class", "model_calls", "tokens", "cost", "wakeups",
                 "events_replayed", "history_events", "history_bytes"]
+#: a run has begun once it has attempts, wake-ups or events (these columns of its row).
+_BEGAN = tuple(_RUN_COLUMNS.index(c) for c in ("attempts", "wakeups", "history_events"))
 
 
 def _from_run(run: Run) -> Measured:

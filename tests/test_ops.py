@@ -142,6 +142,22 @@ def test_every_source_gives_the_same_board(tmp_path):
     assert dl.ops(runs).now == max(max(r.latest_at, r.ended_at or 0) for r in runs)
 
 
+def test_a_run_that_starts_later_does_not_move_the_boards_now(engine):
+    # start(start_at=) plans a start; nothing is recorded at that instant yet, so the board
+    # is read at the engine's clock (not at the planned start), and can be read there.
+    fleet(engine)
+    engine.start(flaky, 9, run_id="later", start_at=5000.0)
+    board = dl.ops(engine)
+    assert board.now == engine.clock.now() == 600.0 and board.oldest_waiting == 600.0
+    assert dl.ops(engine, now=600.0).frame.set_index("run_id").loc["later", "status"] == \
+        "running"
+    runs = [engine.run(r) for r in engine.runs().run_id]
+    assert dl.ops(runs).now == 3.0             # the latest instant the others recorded
+    assert dl.ops([engine.run("later")]).now == 5000.0   # nothing else to go by
+    engine.advance(5000.0 - 600.0)
+    assert dl.ops(engine).frame.set_index("run_id").loc["later", "status"] == "completed"
+
+
 def test_an_empty_source_gives_an_empty_board(engine):
     board = dl.ops(engine)
     assert board.workflows.empty and board.waiting.empty and board.overdue.empty
