@@ -412,6 +412,10 @@ def test_the_engines_state_and_the_runs_frames_give_the_same_board(tmp_path):
         again = [reader.run(r) for r in reader.runs().run_id]
         same_board(dl.ops(path, now=later), dl.ops(again, now=later))
         same_board(dl.ops(reader), dl.ops(again, now=reader.clock.now()))
+        # an export of it (its frames written and read back) gives the same board too
+        for suffix in ("jsonl", "parquet"):
+            exported = dl.export(reader, tmp_path / f"varied.{suffix}")
+            same_board(dl.ops(exported, now=later), dl.ops(path, now=later))
     # (the store has no row for the attempt still in flight: only the live engine knows it)
     assert dl.ops(path, now=later).frame.set_index("run_id").loc["hangs", "attempts"] == 0
 
