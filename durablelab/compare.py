@@ -10,14 +10,14 @@ for runs read back from an export (`dl.load`), and it never needs the engine or 
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pandas as pd
 
 from .errors import bad_type, bad_value
 from .export import as_runs
-from .metrics import RETRY_COLUMNS, RETRY_OUTCOMES, measure, missing, usage_of
+from .metrics import (RETRY_COLUMNS, RETRY_OUTCOMES, measure, text_bytes, usage_of,
+                      value_bytes)
 from .run import Run
 
 COLUMNS = ["source", "status", "virtual_duration", "attempts", "activities", "retries",
@@ -27,8 +27,6 @@ COLUMNS = ["source", "status", "virtual_duration", "attempts", "activities", "re
 
 #: the world's ledgers, added by ``compare(runs, world=...)``.
 LEDGER_COLUMNS = ["model_calls_paid", "cost_paid", "effects", "duplicate_effects"]
-
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 def compare(runs, world=None) -> pd.DataFrame:
@@ -226,15 +224,9 @@ def _compare_only(run: Run, tried: list, kinds: list, values: list) -> dict[str,
     return {
         "effect_reexecutions": effect_crashes + len(timeouts),
         "duplicates_prevented": sum(position in keyed for position in rerun_at),
-        "history_bytes": sum(_size(name) + (0 if missing(value) else
-                                            _size(_ENCODER.encode(value)))
+        "history_bytes": sum(text_bytes(name) + value_bytes(value)
                              for name, value in zip(history["name"].tolist(), values)),
     }
-
-
-def _size(text: Any) -> int:
-    # A lone surrogate ("\ud800") counts as the escape a store keeps it as: UTF-8 has none.
-    return len(str(text).encode("utf-8", "backslashreplace"))
 
 
 def parts(world):

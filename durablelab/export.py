@@ -656,14 +656,18 @@ class _Reader:
 
     def frame(self, run_id, name, rows, spec) -> pd.DataFrame:
         """The frame as `Run.from_snapshot` builds it: rows of plain values, dtypes inferred
-        by pandas, then the nullable integer columns restored."""
+        by pandas, then the nullable integer columns and the columns kept as objects
+        restored."""
         try:
             frame = pd.DataFrame(rows, columns=spec["columns"])
         except UnicodeEncodeError:   # a lone surrogate ("\ud800") in a column of text
             frame = _objects_kept(rows, spec["columns"])
         inferred = [str(t) for t in frame.dtypes]
-        for column, dtype, found in zip(spec["columns"], spec["dtypes"], inferred):
-            if dtype in RESTORED_DTYPES and found != dtype:
+        for index, (column, dtype, found) in enumerate(zip(spec["columns"], spec["dtypes"],
+                                                           inferred)):
+            if dtype == "object" and found != dtype:   # kept as objects (a history's values)
+                frame[column] = pd.Series([row[index] for row in rows], dtype=object)
+            elif dtype in RESTORED_DTYPES and found != dtype:
                 try:
                     frame[column] = frame[column].astype(dtype)
                 except (TypeError, ValueError) as exc:

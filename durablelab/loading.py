@@ -116,6 +116,21 @@ class Loader:
         return plan
 
 
+def read_all(store, path: str | None) -> list[RunState]:
+    """Every run of `store` with its whole history, read as a fresh worker reads it, plus
+    the ended runs' rows in one more query per table (`Store.load_ended`): for a reader of
+    a whole store (`dl.ops`), where `Loader.history` would cost a query per table per run.
+    Runs no workflow: each state's function is None."""
+    loader = Loader(store, path, lambda workflow, run_id: None)
+    loaded = loader.load()
+    ended = [state for state in loaded.runs.values() if state.history is None]
+    for state in ended:
+        state.history = []
+    if ended:
+        fill(loaded.runs, store.load_ended(), path)
+    return list(loaded.runs.values())
+
+
 def lived_through(state: RunState, crashed_at: float, owner: str | None) -> bool:
     """Whether run `state` lived through the worker crash at `crashed_at` that run `owner`
     caused (None: ``engine.crash()``): its own crashes, and other runs' while it was alive
@@ -209,4 +224,4 @@ def fill(runs: dict[str, RunState], loaded: dict, path: str | None) -> None:
         runs[row.run_id].wakeups.append(row)
 
 
-__all__ = ["Loaded", "Loader", "lived_through", "state_from_row", "fill"]
+__all__ = ["Loaded", "Loader", "read_all", "lived_through", "state_from_row", "fill"]

@@ -13,7 +13,9 @@ This module imports neither pandas nor the engine.
 
 from __future__ import annotations
 
+import json
 import math
+from collections import Counter
 from typing import Any, Iterable
 
 from .budget import answer_usage
@@ -121,6 +123,63 @@ def _count(attempts: Iterable[tuple]) -> tuple[int, int, dict[str, int]]:
 _NOWHERE = object()     # the position before the first row
 
 
+def by_class(attempts: Iterable[tuple], ends: Iterable[tuple]) -> tuple[Counter, Counter]:
+    """(retried attempts, activities failed for good), each counted by error class (a
+    missing class is ``"unknown"``), for `dl.ops`' rates by error class:
+
+    - `attempts`: ``(position, outcome, error_class)`` of every attempt, each position's
+      in the order they were made (positions may interleave); a crashed row is skipped.
+      An attempt is retried when another attempt of its activity follows it: one that
+      failed counts under its class.
+    - `ends`: ``(kind, ok, outcome, error_class)`` of each history event: an activity
+      whose event is not ok and has an outcome failed for good.
+    """
+    retried: Counter = Counter()
+    last: dict = {}
+    for position, outcome, error_class in attempts:
+        if outcome == "crashed":
+            continue
+        if last.get(position) is not None:
+            retried[last[position]] += 1      # the one before was followed: it was retried
+        last[position] = _class(error_class) if outcome not in _NOT_FAILED else None
+    failed: Counter = Counter()
+    for kind, ok, outcome, error_class in ends:
+        if kind == "activity" and not ok and isinstance(outcome, str):
+            failed[_class(error_class)] += 1
+    return retried, failed
+
+
+#: attempt outcomes that are not a failure of the attempt.
+_NOT_FAILED = ("ok", "crashed", "in_flight")
+
+
+def _class(error_class) -> str:
+    return error_class if isinstance(error_class, str) and error_class else "unknown"
+
+
+# History size: a value's bytes as compact JSON, the way the store writes it.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def text_bytes(text: Any) -> int:
+    """UTF-8 bytes of `text`; a lone surrogate ("\\ud800") counts as the escape a store
+    keeps it as: UTF-8 has none."""
+    return len(str(text).encode("utf-8", "backslashreplace"))
+
+
+def value_bytes(value: Any) -> int:
+    """Bytes of a decoded value as compact JSON (a missing value counts 0): its share of
+    `dl.compare`'s ``history_bytes``."""
+    return 0 if missing(value) else text_bytes(_ENCODER.encode(value))
+
+
+def json_bytes(text: str | None) -> int:
+    """`value_bytes` of the value whose JSON text the store holds (None: no value). The text
+    is decoded and measured again: not every event's text is compact (a sleep's, an
+    error's are ``json.dumps``'), and a history's size must not depend on how it was kept."""
+    return 0 if text is None else value_bytes(json.loads(text))
+
+
 def latest_at(started_at: float, instants: Iterable) -> float:
     """The latest of `instants` (missing ones skipped), and at least `started_at`: how far
     a run that has not ended has got. Future instants (a timer's deadline, the next attempt
@@ -146,5 +205,5 @@ def missing(value: Any) -> bool:
     return type(value).__name__ == "NAType"
 
 
-__all__ = ["measure", "latest_at", "usage_of", "missing", "SHARED",
-           "RETRY_OUTCOMES", "RETRY_KEYS", "RETRY_COLUMNS"]
+__all__ = ["measure", "by_class", "text_bytes", "value_bytes", "json_bytes", "latest_at",
+           "usage_of", "missing", "SHARED", "RETRY_OUTCOMES", "RETRY_KEYS", "RETRY_COLUMNS"]

@@ -16,6 +16,13 @@ not fail: nothing alerts unless someone looks at how long it has waited. `ops` l
 Times are seconds on the runs' clock (the engine's `VirtualClock` by default), and `now`
 is the instant the board is read at: by default the engine's clock, or the latest instant
 the source recorded. Reading never changes the source: a store path is opened read-only.
+
+An engine's runs (a store path's, through a read-only engine) are measured from the engine's
+state of each, as a sweep measures its runs (`runner.state_rows`, `metrics.measure`), not
+from a `Run` per run: building four DataFrames a run cost about a hundred times more
+(`python bench/ops.py` prints both, over 1,000 runs in memory and in a file). Runs given
+as `Run`s (an export, an imported history) are measured from their frames, as `dl.compare`
+measures them; both give the same board (tests/test_ops.py).
 """
 
 from __future__ import annotations
@@ -24,19 +31,18 @@ import math
 import warnings
 from collections import Counter
 from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
 
 from .compare import metrics
-from .errors import DamagedRunError, bad_type, bad_value, no_such_source, ops_now_error
+from .errors import bad_type, bad_value, no_such_source, ops_now_error
+from .metrics import by_class, json_bytes, latest_at, measure, text_bytes
 from .records import waiting_columns
 from .run import Run
 
 #: the statuses a run can have (DESIGN section 6), in the order the board shows them.
 STATUSES = ("running", "waiting", "completed", "failed", "continued", "cancelled", "diverged")
-#: attempt outcomes that are not a failure of the attempt.
-_NOT_FAILED = ("ok", "crashed", "in_flight")
-
 WAITING_COLUMNS = ["run_id", "workflow", "on", "position", "since", "deadline", "age",
                    "overdue", "overdue_by"]
 
@@ -86,12 +92,11 @@ class Ops:
       large histories grow (Temporal warns at 10,240 events or 10 MB).
     """
 
-    def __init__(self, runs: list[Run], damaged: list[tuple], now: float, label: str):
+    def __init__(self, runs: list["Measured"], damaged: list[tuple], now: float, label: str):
         self.now = float(now)
         self.source = label
-        rows = [_run_row(run, self.now) for run in runs]
         #: a row per run: its workflow, status, what it waits on, and its `dl.compare` metrics.
-        self.frame = pd.DataFrame(rows, columns=_RUN_COLUMNS)
+        self.frame = pd.DataFrame([run.row for run in runs], columns=_RUN_COLUMNS)
         #: runs the store set aside as unreadable: run_id, workflow, status, problem.
         self.damaged = pd.DataFrame(damaged, columns=["run_id", "workflow", "status",
                                                       "problem"])
@@ -132,8 +137,31 @@ class Ops:
 # --- reading a source -------------------------------------------------------------------------
 
 
-def _read(source) -> tuple[list[Run], list[tuple], float | None, str]:
-    """(readable runs, damaged runs, the clock's now or None, a label for messages)."""
+class Measured(NamedTuple):
+    """What the board needs of one run, however it was read: its row of `_RUN_COLUMNS`,
+    what it waits on (None: it does not wait), its start, the latest instant it recorded
+    (`Run.latest_at`) and its end (None: it has not ended)."""
+
+    run_id: str
+    row: tuple
+    waiting: dict | None
+    started_at: float
+    latest_at: float
+    ended_at: float | None
+
+    @property
+    def latest(self) -> float | None:
+        """The latest instant the run is known at: its end, or how far it got; None for a
+        run that has not begun (``start(start_at=...)`` later than now): its start is a
+        plan, not something recorded, and must not move the board's `now`."""
+        if self.ended_at is None and not any(self.row[i] for i in _BEGAN):
+            return None
+        return max(self.latest_at, float(self.ended_at) if self.ended_at is not None else 0.0)
+
+
+def _read(source) -> tuple[list[Measured], list[tuple], float | None, str]:
+    """(readable runs measured, damaged runs, the clock's now or None, a label for
+    messages)."""
     if isinstance(source, (str, Path)):
         from .export import as_runs, file_kind
         kind = file_kind(source)
@@ -141,32 +169,45 @@ def _read(source) -> tuple[list[Run], list[tuple], float | None, str]:
             raise no_such_source("dl.ops(source)", source)
         if kind == "duckdb":
             return _read_store(source)
-        return as_runs(source), [], None, str(source)
-    if callable(getattr(source, "runs", None)) and callable(getattr(source, "run", None)):
+        return [_from_run(run) for run in as_runs(source)], [], None, str(source)
+    if callable(getattr(source, "runs", None)) and callable(getattr(source, "working_state",
+                                                                     None)):
         return _read_engine(source, f"engine on {getattr(source, 'path', None) or 'memory'}")
     if isinstance(source, Run):
-        return [source], [], None, "1 run"
+        return [_from_run(source)], [], None, "1 run"
     if isinstance(source, (list, tuple)):
         from .export import as_runs
-        return as_runs(list(source)), [], None, f"{len(source)} run(s)"
+        return [_from_run(run) for run in as_runs(list(source))], [], None, \
+            f"{len(source)} run(s)"
     raise bad_type("dl.ops(source)", "source",
                    f"source is {type(source).__name__}; give an Engine, the path of a DuckDB "
                    f"store or of an export, a Run or a list of runs")
 
 
-def _read_engine(engine, label: str) -> tuple[list[Run], list[tuple], float | None, str]:
+def _read_engine(engine, label: str) -> tuple[list[Measured], list[tuple], float | None, str]:
+    """Every run of `engine`, measured from the engine's state of it (`working_state`), as
+    a sweep measures its runs; a read-only engine's, from its store read whole
+    (`loading.read_all`), which is what that engine shows."""
+    from .budget import discarded_usage
+    from .loading import read_all
     runs, damaged = [], []
-    listed = engine.runs()
-    for run_id, workflow, status in zip(listed["run_id"], listed["workflow"], listed["status"]):
-        try:
-            runs.append(engine.run(run_id))
-        except DamagedRunError as exc:   # set aside by the store: counted, not dropped
-            damaged.append((run_id, workflow, status, exc.message))
+    if getattr(engine, "read_only", False):
+        # A reader's runs are what its store holds: read them all at once, not a run's
+        # history at a time (a query per table per run, on a file).
+        states = read_all(engine.store, engine.path)
+    else:
+        states = [engine.working_state(run_id) for run_id in engine.runs()["run_id"]]
+    burnt = engine.store.burnt_all()      # broken answers' usage, billed: one statement
+    for state in states:
+        if state.damage is not None:   # set aside by the store: counted, not dropped
+            damaged.append((state.run_id, state.workflow, state.status, state.damage.message))
+        else:
+            runs.append(_from_state(state, discarded_usage(burnt.get(state.run_id))))
     clock = getattr(engine, "clock", None)
     return runs, damaged, clock.now() if clock is not None else None, label
 
 
-def _read_store(path) -> tuple[list[Run], list[tuple], float | None, str]:
+def _read_store(path) -> tuple[list[Measured], list[tuple], float | None, str]:
     """A store's runs through a read-only engine: DuckDB itself refuses any write."""
     import duckdb
 
@@ -187,12 +228,14 @@ def _read_store(path) -> tuple[list[Run], list[tuple], float | None, str]:
         raise store_open_error(str(path), str(exc).splitlines()[0], head) from None
 
 
-def _checked_now(now, runs: list[Run], clock_now, label: str) -> float:
-    first = min((float(r.started_at) for r in runs), default=None)
-    latest = max((_latest(r) for r in runs), default=None)
+def _checked_now(now, runs: list[Measured], clock_now, label: str) -> float:
+    began = [r for r in runs if r.latest is not None]
+    first = min((r.started_at for r in began), default=None)
+    latest = max((r.latest for r in began), default=None)
     if now is None:
         candidates = [t for t in (clock_now, latest) if t is not None]
-        return max(candidates) if candidates else 0.0
+        return max(candidates) if candidates else min((r.started_at for r in runs),
+                                                      default=0.0)
     if isinstance(now, bool) or not isinstance(now, (int, float)):
         raise bad_type("dl.ops(now=...)", "now", f"now={now!r} is {type(now).__name__}; give "
                        f"seconds on the runs' clock (a float), or None")
@@ -200,14 +243,10 @@ def _checked_now(now, runs: list[Run], clock_now, label: str) -> float:
         raise bad_value("dl.ops(now=...)", "now", f"now={now!r} is not a finite number of "
                         f"seconds; give an instant on the runs' clock, or None")
     if latest is not None and now < latest:
-        first_run = min(runs, key=lambda r: float(r.started_at))
-        latest_run = max(runs, key=_latest)
+        first_run = min(began, key=lambda r: r.started_at)
+        latest_run = max(began, key=lambda r: r.latest)
         raise ops_now_error(now, label, first, first_run.run_id, latest, latest_run.run_id)
     return float(now)
-
-
-def _latest(run: Run) -> float:
-    return max(float(run.latest_at), float(run.ended_at) if run.ended_at is not None else 0.0)
 
 
 # --- the frames -------------------------------------------------------------------------------
@@ -216,55 +255,64 @@ _RUN_COLUMNS = ["run_id", "workflow", "status", "waiting_on", "waiting_until", "
                 "activities", "retries", "failed_activities", "retried_by_class",
                 "failed_by_class", "model_calls", "tokens", "cost", "wakeups",
                 "events_replayed", "history_events", "history_bytes"]
+#: a run has begun once it has attempts, wake-ups or events (these columns of its row).
+_BEGAN = tuple(_RUN_COLUMNS.index(c) for c in ("attempts", "wakeups", "history_events"))
 
 
-def _run_row(run: Run, now: float) -> tuple:
+def _from_run(run: Run) -> Measured:
+    """A `Run` (an export's, an imported history's) measured from its frames, as
+    `dl.compare` measures it."""
     m = metrics(run)
-    retried, failed = _by_class(run)
-    on, until = waiting_columns(run.waiting)
-    return (run.run_id, run.workflow, run.status, on, until, m["attempts"], m["activities"],
+    attempts, history = run.attempts, run.history
+    retried, failed = by_class(
+        zip(attempts["position"].tolist(), attempts["outcome"].tolist(),
+            attempts["error_class"].tolist()),
+        zip(history["kind"].tolist(), history["ok"].tolist(), history["outcome"].tolist(),
+            history["error_class"].tolist()))
+    row = _row(run.run_id, run.workflow, run.status, run.waiting, m, retried, failed,
+               m["history_bytes"])
+    return Measured(run.run_id, row, run.waiting, float(run.started_at),
+                    float(run.latest_at), run.ended_at)
+
+
+def _from_state(state, broken: dict | None) -> Measured:
+    """A run measured from the engine's state of it (`Engine.working_state`), over the
+    plain rows a sweep reads (`runner.state_rows`), to the numbers `_from_run` gives for
+    the same run's `Run`; `broken`: what its broken model answers cost (`Run.discarded`).
+    tests/test_ops.py holds the two equal."""
+    from .experiments.runner import state_rows
+    rows, usages, instants = state_rows(state)
+    history = state.history
+    m = measure(status=state.status, started_at=state.started_at, ended_at=state.ended_at,
+                instants=instants, attempts=rows, usages=usages, discarded=broken,
+                crashes=0,   # (the board does not show crashes)
+                replayed=[w[3] for w in state.wakeups], history_events=len(history))
+    retried, failed = by_class(((r[0], r[2], r[5]) for r in rows),
+                               ((e.kind, e.ok, e.outcome, e.error_class) for e in history))
+    size = sum(text_bytes(e.name) + json_bytes(e.value) for e in history)
+    wait = state.waiting_detail()
+    row = _row(state.run_id, state.workflow, state.status, wait, m, retried, failed, size)
+    return Measured(state.run_id, row, wait, float(state.started_at),
+                    latest_at(state.started_at, instants), state.ended_at)
+
+
+def _row(run_id, workflow, status, wait, m: dict, retried: Counter, failed: Counter,
+         history_bytes: int) -> tuple:
+    on, until = waiting_columns(wait)
+    return (run_id, workflow, status, on, until, m["attempts"], m["activities"],
             m["retries"], sum(failed.values()), dict(retried), dict(failed),
             m["model_calls"], m["tokens"], m["cost"], m["wakeups"], m["events_replayed"],
-            m["history_events"], m["history_bytes"])
+            m["history_events"], history_bytes)
 
 
-def _by_class(run: Run) -> tuple[Counter, Counter]:
-    """(retried attempts, activities failed for good), each counted by error class. An
-    attempt is retried when another attempt of the same activity follows it; an activity
-    failed for good when its history row ended not ok."""
-    attempts = run.attempts
-    retried: Counter = Counter()
-    last: dict = {}
-    for position, outcome, error_class in zip(attempts["position"].tolist(),
-                                              attempts["outcome"].tolist(),
-                                              attempts["error_class"].tolist()):
-        if outcome == "crashed":
-            continue
-        if position in last and last[position] is not None:
-            retried[last[position]] += 1      # the one before was followed: it was retried
-        last[position] = (_class(error_class) if outcome not in _NOT_FAILED else None)
-    history = run.history
-    failed: Counter = Counter()
-    for kind, ok, outcome, error_class in zip(history["kind"].tolist(), history["ok"].tolist(),
-                                              history["outcome"].tolist(),
-                                              history["error_class"].tolist()):
-        if kind == "activity" and not ok and isinstance(outcome, str):
-            failed[_class(error_class)] += 1
-    return retried, failed
-
-
-def _class(error_class) -> str:
-    return error_class if isinstance(error_class, str) and error_class else "unknown"
-
-
-def _waiting_row(run: Run, now: float) -> tuple:
+def _waiting_row(run: Measured, now: float) -> tuple:
     wait = run.waiting
     on, until = waiting_columns(wait)
     since = wait.get("since")
-    since = float(since) if isinstance(since, (int, float)) else float(run.latest_at)
+    since = float(since) if isinstance(since, (int, float)) else run.latest_at
     deadline = float(until) if until is not None else math.nan
     late = until is not None and now > deadline
-    return (run.run_id, run.workflow, on, wait.get("position"), since, deadline, now - since,
+    return (run.run_id, run.row[1], on, wait.get("position"), since, deadline, now - since,
             late, now - deadline if late else 0.0)
 
 

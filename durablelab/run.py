@@ -121,13 +121,11 @@ class Run:
         events = [(e.position, e.kind, e.name, e.ok, e.loads(), e.digest, e.recorded_at,
                    e.attempt, e.outcome, e.error_class, e.call_site, e.args, e.handle)
                   for e in snapshot.events]
-        try:
-            history = pd.DataFrame(events, columns=HISTORY_COLUMNS)
-        except UnicodeEncodeError:   # a value holding a lone surrogate ("\ud800"), which a
-            # string column cannot hold but JSON carries fine: keep the values as objects
-            history = pd.DataFrame([row[:4] + (None,) + row[5:] for row in events],
-                                   columns=HISTORY_COLUMNS)
-            history["value"] = pd.Series([row[4] for row in events], dtype=object)
+        # Values are JSON values, kept as objects: pandas would make [None, 0, 7] floats
+        # (NaN, 0.0, 7.0), and a string column cannot hold a lone surrogate ("\ud800").
+        history = pd.DataFrame([row[:4] + (None,) + row[5:] for row in events],
+                               columns=HISTORY_COLUMNS)
+        history["value"] = pd.Series([row[4] for row in events], dtype=object)
         # A crash during a wait is not an attempt (it is in `crashes`). The last item orders
         # rows that share a start: a crash before or during an attempt comes before the
         # attempt that replaced it; one after its record, after.

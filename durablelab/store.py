@@ -127,6 +127,18 @@ def decoded(rows, payloads: dict | None = None) -> tuple[list, list]:
     return events, damaged
 
 
+def _longer(text: str, limit: int) -> bool:
+    """Whether `text` is longer than `limit` bytes of UTF-8 (`payload_threshold` counts
+    bytes), encoding it only when its length in characters cannot tell: a character
+    takes one to four bytes."""
+    n = len(text)
+    if n > limit:
+        return True
+    if 4 * n <= limit or text.isascii():
+        return False
+    return len(text.encode("utf-8", "backslashreplace")) > limit
+
+
 def payload_digest(text: str) -> str:
     """The key a large value is stored under in `payloads`: the SHA-256 of its text."""
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
@@ -345,7 +357,8 @@ class Store:
         out, payloads = [], {}
         for row in rows:
             event = row[2]
-            if type(event) is not str and event.value is not None and len(event.value) > limit:
+            if type(event) is not str and event.value is not None and _longer(event.value,
+                                                                              limit):
                 digest = payload_digest(event.value)
                 payloads[digest] = (digest, event.value)
                 out.append((row[0], row[1], event_body(event, digest)))
@@ -465,6 +478,11 @@ class Store:
         reads."""
         return self.load(f"status IN {UNFINISHED!r}")
 
+    def load_ended(self) -> dict[str, list]:
+        """`load` of the runs that ended: what a reader of a whole store needs besides
+        `load_unfinished` (`loading.read_all`)."""
+        return self.load(f"status NOT IN {UNFINISHED!r}")
+
     def load(self, where: str, params=(), tables=tuple(RECORDS)) -> dict[str, list]:
         """The rows that belong to the runs selected by `where` (a condition on runs), in
         one query per table, ordered for replay. The runs' own rows are the caller's to
@@ -522,6 +540,12 @@ class Store:
         row = self.con.execute("SELECT value FROM meta WHERE key = ?",
                                [f"burnt:{run_id}"]).fetchall()
         return row[0][0] if row else None
+
+    def burnt_all(self) -> dict[str, str]:
+        """`burnt` of every run that has one, by run id, in one statement: a board over
+        a whole store (`dl.ops`) would otherwise pay a statement per run."""
+        return {key[len("burnt:"):]: value for key, value in self.con.execute(
+            "SELECT key, value FROM meta WHERE key LIKE 'burnt:%'").fetchall()}
 
     def latest_instant(self) -> float | None:
         """The latest instant of a crash or of the clock saved at a clean close. Every other

@@ -100,6 +100,32 @@ def test_a_tracer_provider_that_raises_is_refused_or_dropped_and_the_run_goes_on
     assert len(engine.observers) == 1      # only the log observer is left
 
 
+@pytest.mark.parametrize("broken", ["on_start", "on_end"])
+def test_an_sdk_provider_whose_span_processor_raises_is_dropped_and_the_run_goes_on(broken):
+    # A real TracerProvider, not a stand-in: its processor (an exporter, say) raises when a
+    # span starts or ends. The SDK passes that on; the engine drops the observer, warns once.
+    from opentelemetry.sdk.trace.export import SpanProcessor
+
+    class Raising(SpanProcessor):
+        def on_start(self, span, parent_context=None):
+            if broken == "on_start":
+                raise ConnectionError("collector down at start")
+
+        def on_end(self, span):
+            if broken == "on_end":
+                raise ConnectionError("collector down at end")
+
+    provider = TracerProvider()
+    provider.add_span_processor(Raising())
+    engine = dl.Engine()
+    dl.tracing.instrument(engine, tracer_provider=provider)
+    with pytest.warns(dl.ObserverWarning, match="collector down") as caught:
+        run_id = run_onboarding(engine)
+    assert len([w for w in caught if issubclass(w.category, dl.ObserverWarning)]) == 1
+    assert engine.run(run_id).status == "completed"
+    assert len(engine.observers) == 1      # the log observer stays
+
+
 def test_spans_reach_an_otlp_http_receiver_on_localhost():
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (

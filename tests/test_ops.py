@@ -142,6 +142,22 @@ def test_every_source_gives_the_same_board(tmp_path):
     assert dl.ops(runs).now == max(max(r.latest_at, r.ended_at or 0) for r in runs)
 
 
+def test_a_run_that_starts_later_does_not_move_the_boards_now(engine):
+    # start(start_at=) plans a start; nothing is recorded at that instant yet, so the board
+    # is read at the engine's clock (not at the planned start), and can be read there.
+    fleet(engine)
+    engine.start(flaky, 9, run_id="later", start_at=5000.0)
+    board = dl.ops(engine)
+    assert board.now == engine.clock.now() == 600.0 and board.oldest_waiting == 600.0
+    assert dl.ops(engine, now=600.0).frame.set_index("run_id").loc["later", "status"] == \
+        "running"
+    runs = [engine.run(r) for r in engine.runs().run_id]
+    assert dl.ops(runs).now == 3.0             # the latest instant the others recorded
+    assert dl.ops([engine.run("later")]).now == 5000.0   # nothing else to go by
+    engine.advance(5000.0 - 600.0)
+    assert dl.ops(engine).frame.set_index("run_id").loc["later", "status"] == "completed"
+
+
 def test_an_empty_source_gives_an_empty_board(engine):
     board = dl.ops(engine)
     assert board.workflows.empty and board.waiting.empty and board.overdue.empty
@@ -218,6 +234,27 @@ def test_a_damaged_run_is_counted_and_listed_not_dropped(tmp_path):
     assert "flaky-ok" in board.damaged.problem.iloc[0]
 
 
+@pytest.mark.parametrize("damage, words", [
+    ("UPDATE payloads SET body = '{\"doc\": \"forged\"}'", "not the one its digest names"),
+    ("UPDATE payloads SET digest = 'abc'", "that payload is missing")])
+def test_a_payload_with_the_wrong_hash_sets_its_run_aside_on_the_board(tmp_path, damage, words):
+    path = tmp_path / "fleet.duckdb"
+    with dl.Engine(path, payload_threshold=4096) as engine:
+        fleet(engine)
+        engine.start(big, 1, run_id="big")            # ended: read when the board asks
+        engine.start(big_then_waits, 2, run_id="big-waiting")   # the same document
+        engine.run_until_blocked()
+    con = duckdb.connect(str(path))
+    con.execute(damage)
+    con.close()
+    board = dl.ops(path)
+    assert sorted(board.damaged.run_id) == ["big", "big-waiting"]
+    assert all(words in problem for problem in board.damaged.problem)
+    assert board.workflows.loc[name(big), "damaged"] == 1
+    assert board.workflows.loc[name(big_then_waits), "runs"] == 1
+    assert len(board.frame) == 8                      # the fleet's runs are all there
+
+
 def test_an_exported_experiment_is_not_runs(tmp_path):
     experiment = dl.sweep(flaky, [1], seeds=range(1))
     path = experiment.export(tmp_path / "experiment.jsonl")
@@ -270,3 +307,146 @@ def test_the_command_errors_are_one_line(tmp_path):
         assert done.returncode == status, done.stderr
         assert done.stderr.count("\n") == 1 and words in done.stderr, done.stderr
         assert "Traceback" not in done.stderr
+
+
+# --- the engine's state and a Run's frames give the same board ------------------------------
+# `dl.ops(engine)` measures each run from the engine's state of it (plain rows, as a sweep
+# does); `dl.ops(runs)` from each `Run`'s frames, as `dl.compare` does. A fleet with every
+# kind of fact a board reads must give the same board both ways.
+
+LOCAL = dl.RetryPolicy(max_attempts=3, initial=5.0, jitter="none")
+
+
+def nightly(ctx, order):
+    ctx.activity("reserve", lambda: {"held": order, "note": "café ☕"}, policy=STEADY)
+    ctx.sleep(12 * HOUR)                        # waiting on a timer
+    return order
+
+
+def backing_off(ctx, order):                    # waiting on a retry's backoff
+    return ctx.activity("charge", lambda: {"charged": order}, policy=dl.RetryPolicy(
+        max_attempts=3, initial=6 * HOUR, max_interval=6 * HOUR, jitter="none"))
+
+
+def fan_out(ctx, n):                            # started activities: ends carry a handle
+    handles = [ctx.start_activity("part", lambda i=i: i * 7, policy=STEADY) for i in range(n)]
+    return sum(ctx.gather(*handles))
+
+
+def numbers(ctx, n):                            # values that are plain numbers and null
+    a = ctx.activity("count", lambda: 3, policy=STEADY)
+    ctx.sleep(1)
+    return a + ctx.activity("count", lambda: 4, policy=STEADY)
+
+
+def strange(ctx, _):                            # a lone surrogate: stored escaped
+    return ctx.activity("echo", lambda: {"text": "bad \ud800 é"}, policy=STEADY)
+
+
+def crashes_once(ctx, order):
+    return ctx.activity("charge", lambda: {"charged": order}, policy=STEADY)
+
+
+def hangs(ctx, order):                          # an attempt still in flight
+    return ctx.activity("charge", lambda: {"charged": order}, policy=STEADY)
+
+
+def big(ctx, order):                            # a value stored by reference
+    return len(ctx.activity("fetch", lambda: {"doc": "x" * 5000}, policy=STEADY)["doc"])
+
+
+def big_then_waits(ctx, order):
+    big(ctx, order)
+    return ctx.wait_signal("go")
+
+
+def varied(engine) -> None:
+    """`fleet` and more: timers, a retry's backoff, started activities, numbers, a lone
+    surrogate, a worker crash, a hang, a cancelled run, a value stored by reference."""
+    fleet(engine)
+    engine.start(nightly, 1, run_id="nightly")
+    engine.start(backing_off, 1, run_id="backing-off", faults=[ServerError("charge",
+                                                                           attempts=[1])])
+    engine.start(fan_out, 3, run_id="fan-out", faults=[ServerError("part", attempts=[1])])
+    engine.start(numbers, 1, run_id="numbers")
+    engine.start(strange, 1, run_id="strange")
+    engine.start(crashes_once, 1, run_id="crashes-once",
+                 faults=[dl.faults.Crash("charge", point="after_effect", attempts=[1])])
+    engine.start(hangs, 1, run_id="hangs", faults=[dl.faults.Hang("charge")])
+    engine.start(unbounded, 1, run_id="cancelled")
+    engine.start(big, 1, run_id="big")
+    engine.run_until_blocked()
+    engine.cancel("cancelled", reason="customer withdrew")
+    engine.advance(60)
+
+
+def same_board(new, old) -> None:
+    assert_frame_equal(new.workflows, old.workflows)
+    assert_frame_equal(new.waiting, old.waiting)
+    assert_frame_equal(new.frame, old.frame)
+    assert new.now == old.now
+
+
+def test_the_engines_state_and_the_runs_frames_give_the_same_board(tmp_path):
+    path = tmp_path / "varied.duckdb"
+    with dl.Engine(path, payload_threshold=4096) as engine:
+        varied(engine)
+        runs = [engine.run(r) for r in engine.runs().run_id]
+        statuses = {r.status for r in runs}
+        assert {"waiting", "completed", "failed", "running", "cancelled"} <= statuses
+        waits = {r.waiting_on for r in runs if r.waiting is not None}
+        assert {"timer", "retry:charge", "signal:approval"} <= waits
+        later = engine.clock.now() + 3 * HOUR       # the approvals are overdue
+        for now in (None, later):
+            same_board(dl.ops(engine, now=now), dl.ops(runs, now=now if now else
+                                                       engine.clock.now()))
+        board = dl.ops(engine, now=later)
+    assert len(board.overdue) == 2 and board.frame.model_calls.sum() == 2
+    # values are the JSON values recorded: ints stay ints (pandas alone makes [None, 0, 7]
+    # floats, and history_bytes would count "7.0" for 7)
+    fanned = next(r for r in runs if r.run_id == "fan-out").history
+    assert fanned.value.tolist() == [None, None, None, 0, 7, 14]
+    assert board.frame.set_index("run_id").loc["crashes-once", "attempts"] == 1
+    # the store read back, read-only: its own runs, at the clock it was closed at
+    with dl.Engine(path, read_only=True) as reader:
+        again = [reader.run(r) for r in reader.runs().run_id]
+        same_board(dl.ops(path, now=later), dl.ops(again, now=later))
+        same_board(dl.ops(reader), dl.ops(again, now=reader.clock.now()))
+        # an export of it (its frames written and read back) gives the same board too
+        for suffix in ("jsonl", "parquet"):
+            exported = dl.export(reader, tmp_path / f"varied.{suffix}")
+            same_board(dl.ops(exported, now=later), dl.ops(path, now=later))
+    # (the store has no row for the attempt still in flight: only the live engine knows it)
+    assert dl.ops(path, now=later).frame.set_index("run_id").loc["hangs", "attempts"] == 0
+
+
+def fingerprint(folder) -> dict:
+    """Every file of `folder`: its bytes' digest and its modification time (ns)."""
+    return {p.name: (digest(p), p.stat().st_mtime_ns) for p in sorted(Path(folder).iterdir())}
+
+
+def test_no_reading_command_writes_a_store_a_killed_worker_left(tmp_path):
+    # A worker killed mid-day leaves its last commits in the write-ahead log, beside the
+    # file: a reader that replayed the log into the file would change both. None does.
+    folder = tmp_path / "store"
+    folder.mkdir()
+    path = folder / "fleet.duckdb"
+    worker = (f"import os, sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
+              f"import durablelab as dl, test_ops; e = dl.Engine({str(path)!r}); "
+              f"test_ops.fleet(e); os._exit(0)")
+    done = subprocess.run([sys.executable, "-c", worker], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    before = fingerprint(folder)
+    assert set(before) == {"fleet.duckdb", "fleet.duckdb.wal"}
+    out = tmp_path / "out"
+    out.mkdir()
+    for args in (["ops", str(path)], ["ops", str(path), "--now", "99999"], ["runs", str(path)],
+                 ["show", "approve-1", "--db", str(path)],
+                 ["timeline", "approve-1", "--db", str(path), "-o", str(out / "t.png")],
+                 ["export", str(path), "-o", str(out / "e.jsonl")],
+                 ["replay-check", "--workflow", "test_ops:approval", "--from", str(path)]):
+        assert cli.main(args) == 0, args
+        assert fingerprint(folder) == before, args
+    # and what it read is what the worker committed before it died
+    assert dl.ops(path).workflows.loc[name(approval), "waiting"] == 2

@@ -100,6 +100,19 @@ def test_a_reference_with_the_wrong_payload_behind_it_sets_its_run_aside(tmp_pat
         engine.close()
 
 
+def test_the_threshold_counts_bytes_of_json_not_characters():
+    # 3,000 "é" are 3,002 characters of JSON text but 6,002 bytes of UTF-8: over a
+    # threshold of 5,000 bytes, as the docs say; 1,000 of them (2,002 bytes) are not.
+    def accents(ctx, n):
+        return [len(ctx.activity("text", lambda k=k: "é" * k)) for k in n]
+
+    engine = dl.Engine(payload_threshold=5000)
+    run_id = engine.start(accents, [3000, 1000])
+    engine.run_until_idle()
+    assert engine.run(run_id).result == [3000, 1000]
+    assert engine.store.fetch("SELECT count(*), min(length(body)) FROM payloads") == [(1, 3002)]
+
+
 @pytest.mark.parametrize("threshold", [0, -5, True, 1.5, "64k"])
 def test_a_threshold_that_is_not_a_positive_number_of_bytes_is_refused(threshold):
     with pytest.raises(dl.DurableLabError, match="payload_threshold"):

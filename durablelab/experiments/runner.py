@@ -66,38 +66,7 @@ def run_metrics(state, crashes: int, duplicates: int, broken: dict | None = None
     them. `crashes` (worker deaths during its life) and `duplicates` come from the engine
     and the world around it (see `Isolated.run` and `run_contended`), `broken` (what its
     broken model answers cost, see `discarded`) from the store."""
-    # The rows a `Run`'s attempts frame holds (`Run.from_snapshot`), crashed ones left out:
-    # retried attempts, the attempt each activity's end records (filed under the position
-    # that started it, for a started activity), and attempts in flight, as (position,
-    # attempt, outcome, started_at, order): sorted as the frame is where a position has
-    # several (order puts one in flight after one that ended at the same instant).
-    rows = [(row.position, row.attempt, row.outcome, row.started_at, 1)
-            for found in state.attempts.values() for row in found if row.outcome != "crashed"]
-    usages = []
-    append = rows.append
-    for e in state.history:
-        if e.kind != "activity":
-            continue
-        if e.started_at is not None:   # (a cancel's end: no attempt)
-            append((e.position if e.handle is None else e.handle, e.attempt or 0, e.outcome,
-                    e.started_at, 1))               # (0: not numbered, for the sort)
-        if e.ok and e.value is not None and '"usage"' in e.value:   # (skip decoding others)
-            usage = usage_of(e.loads())
-            if usage is not None:
-                usages.append(usage)
-    for o in (state.inflight, *state.flying.values()):
-        if o is not None:
-            append((o.position, o.attempt, "in_flight", o.started_at, 3))
-    if state.attempts:   # only retried attempts give a position several rows
-        rows.sort(key=_MADE)
-    if state.ended_at is None:   # what `Run.latest_at` reads from the frames
-        instants = [e.recorded_at for e in state.history]
-        instants += [row.ended_at for found in state.attempts.values() for row in found]
-        instants += [f.fired_at for f in state.fault_rows if f.type == "Crash"
-                     and f.point != "during_wait"]
-        instants += [row[1] for row in state.wakeups]
-    else:
-        instants = ()
+    rows, usages, instants = state_rows(state, instants=state.ended_at is None)
     shared = measure(status=state.status, started_at=state.started_at,
                      ended_at=state.ended_at, instants=instants,
                      attempts=rows, usages=usages,
@@ -117,6 +86,53 @@ def run_metrics(state, crashes: int, duplicates: int, broken: dict | None = None
 
 
 _MADE = itemgetter(0, 3, 4, 1)      # position, started_at, order, attempt
+
+
+def state_rows(state, instants: bool = True) -> tuple[list, list, list]:
+    """(attempts, usages, instants) of run `state` as plain rows, the ones `dl.compare`
+    reads from a `Run`'s frames, without building them: what `run_metrics` and `dl.ops`
+    hand to `durablelab.metrics`.
+
+    - attempts: the rows a `Run`'s attempts frame holds (`Run.from_snapshot`), crashed
+      ones left out: retried attempts, the attempt each activity's end records (filed
+      under the position that started it, for a started activity), and attempts in
+      flight, as ``(position, attempt, outcome, started_at, order, error_class)``, sorted
+      as the frame is where a position has several (order puts one in flight after one
+      that ended at the same instant).
+    - usages: each kept model answer's ``(input_tokens, output_tokens, cost)``.
+    - instants: what `Run.latest_at` reads from the frames; skipped (empty) when
+      `instants` is False (a sweep needs them only for a run that has not ended).
+    """
+    rows = [(row.position, row.attempt, row.outcome, row.started_at, 1, row.error_class)
+            for found in state.attempts.values() for row in found if row.outcome != "crashed"]
+    usages = []
+    append = rows.append
+    for e in state.history:
+        if e.kind != "activity":
+            continue
+        if e.started_at is not None:   # (a cancel's end: no attempt)
+            append((e.position if e.handle is None else e.handle, e.attempt or 0, e.outcome,
+                    e.started_at, 1, e.error_class))   # (0: not numbered, for the sort)
+        if e.ok and e.value is not None and '"usage"' in e.value:   # (skip decoding others)
+            usage = usage_of(e.loads())
+            if usage is not None:
+                usages.append(usage)
+    for o in (state.inflight, *state.flying.values()):
+        if o is not None:
+            append((o.position, o.attempt, "in_flight", o.started_at, 3, None))
+    if state.attempts:   # only retried attempts give a position several rows
+        rows.sort(key=_MADE)
+    if instants:
+        found = [e.recorded_at for e in state.history]
+        found += [row.ended_at for made in state.attempts.values() for row in made]
+        found += [f.fired_at for f in state.fault_rows if f.type == "Crash"
+                  and f.point != "during_wait"]
+        found += [row[1] for row in state.wakeups]
+    else:
+        found = []
+    return rows, usages, found
+
+
 
 
 # --- what the world says ---------------------------------------------------------------------
@@ -373,5 +389,5 @@ def run_contended(workflow, runs, policies, plan, world_factory, timeout, load: 
             engine.forget()           # no breaker, run or row of this world reaches the next
 
 
-__all__ = ["METRICS", "Isolated", "borrowed_runner", "run_contended", "run_metrics", "duplicate_effects",
-           "add_requests", "QUOTA_REFUSED"]
+__all__ = ["METRICS", "Isolated", "borrowed_runner", "run_contended", "run_metrics", "state_rows",
+           "duplicate_effects", "add_requests", "QUOTA_REFUSED"]
