@@ -73,6 +73,14 @@ class EnginePort:
         self._engine.cancel(run_id, reason)
 
     # --- what a run's code asks for (`context.Port`) ---------------------------------------
+    def blocking(self, ctx, call, *args):
+        """A ctx call that may suspend the run: an engine that parks runs keeps its code
+        parked in it (`parking.Parking.blocking`); otherwise it is just made."""
+        parking = self._engine._parking
+        if parking is None:
+            return call(*args)
+        return parking.blocking(ctx, call, args)
+
     def execute_activity(self, state, cursor, request):
         return self._engine._attempts.execute(state, cursor, request)
 
