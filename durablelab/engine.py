@@ -200,7 +200,7 @@ class Engine:
         self.guard = bool(guard)
         self._guard = Guard(Context) if guard else None
         #: the runs parked between wake-ups (`parking.Parking`), or None: replay every time
-        self._parking = Parking() if park else None
+        self._parking = Parking(self._guard) if park else None
         #: which function runs each run (`registry.Definitions`)
         self._code = Definitions(workflows)
         self._runs: dict[str, RunState] = {}
@@ -743,7 +743,7 @@ class Engine:
             if self._parking is None:
                 how, value = execute(code, ctx, cursor)
             else:   # the same, resumed where the run is parked (durablelab/parking.py)
-                how, value = self._parking.wake(state, code, ctx, cursor)
+                how, value = self._parking.wake(state, ctx, cursor)
             if how == "completed":
                 try:
                     value = h.to_json(value, "the workflow result",

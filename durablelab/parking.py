@@ -38,69 +38,64 @@ from .context import Ended, Suspend, execute
 class Parked(NamedTuple):
     """A run's code waiting in a blocking call, and the definition it was running."""
 
-    runner: greenlet.greenlet
-    ctx: Any
+    runner: "Runner"
     fn: Callable
 
 
+class Runner(greenlet.greenlet):
+    """One run's code in a greenlet of its own, with its Context (`ctx`). Nothing its frames
+    hold leads back to the engine (the Context reaches it through a weak proxy), so an
+    engine dropped without `close()` is still freed at once, and its parked code with it:
+    the garbage collector cannot see through a parked greenlet's frames."""
+
+    def __init__(self, guard, state, ctx, cursor):
+        if guard is None:
+            def code():
+                return state.fn(ctx, state.input())
+        else:
+            def code():
+                return guard.call(state.fn, ctx, state.input())
+        super().__init__(lambda: execute(code, ctx, cursor))
+        self.ctx = ctx
+
+
 class Parking:
-    """The parked runs of one engine (its ``_parking``), by run id."""
+    """The parked runs of one engine (its ``_parking``), by run id; `guard` is the
+    engine's determinism guard (`guard.Guard`), or None."""
 
-    def __init__(self):
+    def __init__(self, guard):
+        self.guard = guard
         self.parked: dict[str, Parked] = {}
-        self._running = None   # the Context whose code runs in a greenlet now
 
-    def wake(self, state, code: Callable[[], Any], ctx, cursor) -> Ended:
-        """What `execute(code, ctx, cursor)` would give, but resuming the run where it was
-        parked, if it was and may still be; its code is parked again if it blocks."""
+    def wake(self, state, ctx, cursor) -> Ended:
+        """What `execute` gives for the run's code with `ctx` and `cursor` (as `_wake` runs
+        it), but resuming the run where it was parked, if it was and may still be; its
+        code is parked again if it blocks."""
         parked = self.parked.pop(state.run_id, None)
         if parked is not None and (parked.fn is not state.fn or state.cancel_pending):
-            self._kill(parked)    # redefined, or cancelled: replay from the top decides
+            _kill(parked)    # redefined, or cancelled: replay from the top decides
             parked = None
         if parked is None:
-            runner = greenlet.greenlet(lambda: execute(code, ctx, cursor))
+            runner = Runner(self.guard, state, ctx, cursor)
         else:
-            runner, ctx = parked.runner, parked.ctx
+            runner = parked.runner
             runner.parent = greenlet.getcurrent()
+            ctx = runner.ctx
             # What a replay from the top hands the code before it reaches this call again.
             ctx._cursor.replayed = ctx._cursor.position
             # As a fresh Context of this wake-up would say: `is_replaying` counts from here.
             ctx._frontier, ctx._been_here = len(cursor.history), None
             woke_at, reason, _, before = state.waking   # the telemetry reads this cursor
             state.waking = (woke_at, reason, ctx._cursor, before)
-        outer, self._running = self._running, ctx
         profile = sys.getprofile()
         try:
             ended = runner.switch()
         finally:
-            self._running = outer
             if sys.getprofile() is not profile:   # the guard's hook stays with its code
                 sys.setprofile(profile)
         if not runner.dead:
-            self.parked[state.run_id] = Parked(runner, ctx, state.fn)
+            self.parked[state.run_id] = Parked(runner, state.fn)
         return ended
-
-    def blocking(self, ctx, call: Callable, args: tuple) -> Any:
-        """Make a blocking ctx call; if it suspends the run, park the run's code here and,
-        once woken, make the call again from the same position."""
-        if ctx is not self._running:   # not run by `wake` (a nested engine's, say)
-            return call(*args)
-        cursor = ctx._cursor
-        while True:
-            start, ended = cursor.position, dict(cursor.ended)
-            try:
-                return call(*args)
-            except Suspend as suspend:
-                if ctx.diverged is not None:
-                    raise
-                # Put back what the call took, so the next wake-up makes it again where a
-                # replay from the top would make it.
-                cursor.position, cursor.ended = start, ended
-                hook = sys.getprofile()
-                greenlet.getcurrent().parent.switch(
-                    Ended("suspended", suspend.with_traceback(None)))
-                if sys.getprofile() is not hook:   # the guard's, where the code left it
-                    sys.setprofile(hook)
 
     def drop(self, run_id: str | None = None) -> None:
         """Drop run `run_id`'s parked code (None: every run's); it replays from the top."""
@@ -110,24 +105,48 @@ class Parking:
             one = self.parked.pop(run_id, None)
             parked = [] if one is None else [one]
         for one in parked:
-            self._kill(one)
+            _kill(one)
 
-    @staticmethod
-    def _kill(parked: Parked) -> None:
-        """End parked code: nothing it runs on the way out may record (its ctx raises)."""
-        runner = parked.runner
-        if runner.dead:
-            return
-        parked.ctx.diverged = greenlet.GreenletExit()   # a ctx call re-raises it
-        profile = sys.getprofile()
+
+def blocking(ctx, call: Callable, args: tuple) -> Any:
+    """Make a blocking ctx call; if it suspends the run, park the run's code here and, once
+    woken, make the call again from the same position."""
+    if getattr(greenlet.getcurrent(), "ctx", None) is not ctx:   # not in a `Runner` of it
+        return call(*args)
+    cursor = ctx._cursor
+    while True:
+        start, ended = cursor.position, dict(cursor.ended)
         try:
-            runner.parent = greenlet.getcurrent()
-            runner.throw(greenlet.GreenletExit)
-        except greenlet.error:   # parked in another thread: it ends with that thread
-            pass
-        finally:
-            if sys.getprofile() is not profile:
-                sys.setprofile(profile)
+            return call(*args)
+        except Suspend as suspend:
+            if ctx.diverged is not None:
+                raise
+            # Put back what the call took, so the next wake-up makes it again where a
+            # replay from the top would make it.
+            cursor.position, cursor.ended = start, ended
+            hook = sys.getprofile()
+            # (No local names the greenlet itself: its frames would keep it alive.)
+            greenlet.getcurrent().parent.switch(
+                Ended("suspended", suspend.with_traceback(None)))
+            if sys.getprofile() is not hook:   # the guard's, where the code left it
+                sys.setprofile(hook)
 
 
-__all__ = ["Parking", "Parked"]
+def _kill(parked: Parked) -> None:
+    """End parked code: nothing it runs on the way out may record (its ctx raises)."""
+    runner = parked.runner
+    if runner.dead:
+        return
+    runner.ctx.diverged = greenlet.GreenletExit()   # a ctx call re-raises it
+    profile = sys.getprofile()
+    try:
+        runner.parent = greenlet.getcurrent()
+        runner.throw(greenlet.GreenletExit)
+    except (greenlet.error, ValueError):   # parked in another thread: it ends with it
+        pass
+    finally:
+        if sys.getprofile() is not profile:
+            sys.setprofile(profile)
+
+
+__all__ = ["Parking", "Parked", "Runner", "blocking"]

@@ -10,6 +10,7 @@ an engine dropped without `close()` is freed at once.
 from __future__ import annotations
 
 from .observe import notify
+from .parking import blocking
 
 
 class EnginePort:
@@ -75,11 +76,10 @@ class EnginePort:
     # --- what a run's code asks for (`context.Port`) ---------------------------------------
     def blocking(self, ctx, call, *args):
         """A ctx call that may suspend the run: an engine that parks runs keeps its code
-        parked in it (`parking.Parking.blocking`); otherwise it is just made."""
-        parking = self._engine._parking
-        if parking is None:
+        parked in it (`parking.blocking`); otherwise it is just made."""
+        if self._engine._parking is None:
             return call(*args)
-        return parking.blocking(ctx, call, args)
+        return blocking(ctx, call, args)
 
     def execute_activity(self, state, cursor, request):
         return self._engine._attempts.execute(state, cursor, request)

@@ -13,6 +13,7 @@ import gc
 import json
 import sys
 import types
+import weakref
 
 import greenlet
 import pytest
@@ -51,7 +52,8 @@ def tables(experiment) -> str:
 
 def live_greenlets() -> set[int]:
     return {id(g) for g in gc.get_objects()
-            if isinstance(g, greenlet.greenlet) and not g.dead and g is not greenlet.getcurrent()}
+            if issubclass(type(g), greenlet.greenlet) and not g.dead
+            and g is not greenlet.getcurrent()}
 
 
 # --- a world and workflows with every kind of blocking call -------------------------------------
@@ -287,6 +289,21 @@ def test_no_greenlet_alive_after_close():
     engine.close()
     del engine
     gc.collect()
+    assert live_greenlets() - before == set()
+
+
+def test_engine_dropped_without_close_frees_its_parked_code():
+    """Nothing parked code holds leads back to its engine: dropped, the engine is freed at
+    once (as a plain one is), and its parked greenlets end with it."""
+    before = live_greenlets()
+    engine = dl.Engine(world=Desk(), park=True)
+    for i in range(3):
+        engine.start(mixed_flow, i, run_id=f"r{i}")
+    engine.advance(1.0)
+    assert len(live_greenlets() - before) == 3
+    gone = weakref.ref(engine)
+    del engine
+    assert gone() is None
     assert live_greenlets() - before == set()
 
 
