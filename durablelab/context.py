@@ -5,6 +5,9 @@ the run wakes up, so it must make the same requests in the same order every time
 method below either hands back what history recorded at its position (replay), or does the
 work, records it, and then hands it back. Anything that differs between two executions of
 the code (the time, a random number, a uuid, the world's answer) must come through here.
+(An engine that parks runs, as a sweep's engines do, resumes the code where it waited
+instead of running it from the top: `Port.blocking`, `durablelab/parking.py`. It makes the
+same calls in the same order, so history is the same.)
 """
 
 from __future__ import annotations
@@ -212,6 +215,7 @@ class Context:
         first execution too). Raises `ActivityFailed` when the activity fails for good.
         """
         frame = sys._getframe(self._caller)
+        # A call that may wait (an attempt in flight, a retry's backoff): `Port.blocking`.
         return self._port.blocking(self, self._activity, name, fn, args, kwargs, policy,
                                    start_to_close, schedule_to_close, heartbeat, frame)
 
