@@ -14,8 +14,9 @@ Runs `durablelab.examples.brooker.reproduce` for every strategy and prints two p
   frame of whichever greenlet is running, so parked frames are charged nothing; shown by
   function and by module, as a share of the samples. The guard stays on here.
 
-It also prints the attempts the sweeps made, and CPU seconds per attempt without the
-profilers, so a cut can be read as microseconds per attempt.
+It also prints, without the profilers, the CPU a one-client sweep costs (what every sweep
+pays whatever its runs do), the attempts the sweeps made and CPU per attempt, so a cut can
+be read as microseconds per attempt.
 """
 
 from __future__ import annotations
@@ -92,6 +93,11 @@ def main(argv=None) -> int:
     began = time.process_time()
     attempts = sweeps(clients, args.trials, strategies, park)
     took = time.process_time() - began
+    began = time.process_time()
+    for _ in range(10):
+        sweeps(1, 1, ("full",), park)
+    print(f"a sweep of 1 client, 1 trial: {100 * (time.process_time() - began):.1f} ms CPU "
+          f"(the fixed cost of a sweep)")
     print(f"{clients} clients, {args.trials} trial(s), {', '.join(strategies)}, "
           f"{'parked' if park else 'replayed'}: {attempts} attempts, {took:.2f} s CPU, "
           f"{1e6 * took / attempts:.0f} us CPU per attempt (no profiler)")
