@@ -75,11 +75,15 @@ class Parking:
         if parked is not None and (parked.fn is not state.fn or state.cancel_pending):
             _kill(parked)    # redefined, or cancelled: replay from the top decides
             parked = None
+        if parked is not None:
+            try:
+                parked.runner.parent = greenlet.getcurrent()
+            except ValueError:   # parked by another thread, where only it can end it
+                parked = None
         if parked is None:
             runner = Runner(self.guard, state, ctx, cursor)
         else:
             runner = parked.runner
-            runner.parent = greenlet.getcurrent()
             ctx = runner.ctx
             # What a replay from the top hands the code before it reaches this call again.
             ctx._cursor.replayed = ctx._cursor.position

@@ -292,6 +292,21 @@ def test_no_greenlet_alive_after_close():
     assert live_greenlets() - before == set()
 
 
+def test_run_parked_in_one_thread_replays_when_woken_in_another():
+    """A greenlet runs only in its own thread: woken elsewhere, the run replays instead."""
+    import threading
+
+    def schedule(engine):
+        engine.start(mixed_flow, 1, run_id="r")
+        engine.advance(0.6)
+        worker = threading.Thread(target=engine.run_until_idle)
+        worker.start()
+        worker.join()
+        assert engine.run("r").status == "completed"
+    parked, replayed = run_both(schedule)
+    assert parked == replayed
+
+
 def test_engine_dropped_without_close_frees_its_parked_code():
     """Nothing parked code holds leads back to its engine: dropped, the engine is freed at
     once (as a plain one is), and its parked greenlets end with it."""
