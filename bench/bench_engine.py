@@ -150,7 +150,7 @@ def bench_replay(table: Table, tmp: Path, n: int, repeats: int) -> None:
             gc.collect()
             t0 = perf_counter()
             cursor = h.Cursor(state.history, state.run_id, state.workflow)
-            result = steps(Context(engine, state, cursor), n)
+            result = steps(Context(engine._port, state, cursor), n)
             ended_early = cursor.expect_end()
             elapsed = perf_counter() - t0
             assert result == n and cursor.replayed == n and ended_early is None

@@ -1,20 +1,23 @@
-"""CPU seconds of the Brooker sweeps beside the plain simulation, for comparing two trees on
-a busy machine.
+"""CPU seconds of the Brooker sweeps beside the plain simulation, parked and replayed.
 
-    .venv/bin/python bench/brooker_cpu.py TREE [replayed|parked] TRIALS CLIENTS...
-    .venv/bin/python bench/brooker_cpu.py /tmp/base replayed 3 10 50 100   # an older tree
-    .venv/bin/python bench/brooker_cpu.py . parked 3 10 50 100             # the prototype
-    .venv/bin/python bench/brooker_cpu.py --quick      # CI: this tree, replayed, 1 trial, 10
+    .venv/bin/python bench/brooker_cpu.py --both --trials 3 --clients 10 50 100
+    .venv/bin/python bench/brooker_cpu.py --trials 3                # parked (dl.sweep's default)
+    .venv/bin/python bench/brooker_cpu.py --no-park --trials 3      # replay on every wake-up
+    .venv/bin/python bench/brooker_cpu.py --tree /tmp/base --no-park   # an older tree
+    .venv/bin/python bench/brooker_cpu.py --quick      # CI: this tree, both, 1 trial, 10
 
 bench/brooker.py --durablelab times wall seconds, which other processes on a shared
 machine stretch; this counts the CPU seconds of this process (`time.process_time`), for
 both the simulation (the fastest of three runs) and the `dl.sweep` of
-`durablelab.examples.brooker` imported from TREE, so two trees can be compared in one
-sitting. ``parked`` runs the sweeps on bench/parked_prototype.py's engine.
+`durablelab.examples.brooker` imported from TREE (default: this checkout), so two trees, or
+parked and replayed runs (``dl.sweep(park=)``, `durablelab/parking.py`), can be compared in
+one sitting. With ``--both`` each strategy runs parked and replayed, and their tables are
+compared (they must be the same, byte for byte).
 """
 
-import importlib
+import argparse
 import importlib.util
+import inspect
 import os
 import sys
 import time
@@ -23,45 +26,71 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 
 
-def main(argv) -> int:
-    if argv == ["--quick"]:   # CI's smoke run: this checkout, replayed, 10 clients, 1 trial
-        argv = [str(BENCH.parent), "replayed", "1", "10"]
-    if len(argv) < 4 or argv[1] not in ("replayed", "parked") or not argv[2].isdigit():
-        raise SystemExit(__doc__)
-    tree, mode, trials = str(Path(argv[0]).resolve()), argv[1], int(argv[2])
-    clients_list = [int(c) for c in argv[3:]]
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tree", default=str(BENCH.parent),
+                        help="the checkout whose durablelab runs (default: this one)")
+    parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument("--clients", type=int, nargs="+", default=[10, 50, 100])
+    how = parser.add_mutually_exclusive_group()
+    how.add_argument("--no-park", action="store_true",
+                     help="replay from the top on every wake-up (dl.sweep(park=False))")
+    how.add_argument("--both", action="store_true", help="parked and replayed, side by side")
+    parser.add_argument("--quick", action="store_true", help="CI: both, 1 trial, 10 clients")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.trials, args.clients, args.both = 1, [10], True
+    tree = str(Path(args.tree).resolve())
     os.environ.setdefault("TQDM_DISABLE", "1")
     sys.path.insert(0, tree)
     import durablelab as dl
     from durablelab.examples import brooker
     if not dl.__file__.startswith(tree):
         raise SystemExit(f"durablelab came from {dl.__file__}, not {tree}: set PYTHONPATH={tree}")
+    parks = inspect.signature(dl.sweep).parameters.get("park") is not None
+    modes = [True, False] if args.both else [not args.no_park]
+    if True in modes and not parks:
+        raise SystemExit(f"the durablelab of {tree} has no dl.sweep(park=): give --no-park")
     spec = importlib.util.spec_from_file_location("brooker_bench", BENCH / "brooker.py")
     reference = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(reference)
-    if mode == "parked":
-        sys.path.insert(0, str(BENCH))
-        import parked_prototype
-        runner = importlib.import_module("durablelab.experiments.runner")
-        runner.Engine = parked_prototype.ParkedEngine
-        getattr(runner, "_IDLE", []).clear()
-    brooker.reproduce(5, "full", 1)          # imports and first-call costs, not counted
-    for clients in clients_list:
-        sim = ours = 0.0
+
+    def reproduce(clients, strategy, park):
+        options = {"park": park} if parks else {}
+        began = time.process_time()
+        experiment = brooker.reproduce(clients, strategy, args.trials, **options)[2]
+        return time.process_time() - began, experiment
+
+    for park in modes:
+        reproduce(5, "full", park)        # imports and first-call costs, not counted
+    names = {True: "parked", False: "replayed"}
+    print(f"CPU seconds, {args.trials} trials, all five strategies: the simulation of "
+          f"bench/brooker.py (fastest of three) and dl.sweep of durablelab.examples.brooker")
+    for clients in args.clients:
+        sim = 0.0
+        ours = {park: 0.0 for park in modes}
+        same = True
         for strategy in brooker.STRATEGIES:
             best = float("inf")
             for _ in range(3):
                 began = time.process_time()
-                reference.experiment(clients, strategy, trials)
+                reference.experiment(clients, strategy, args.trials)
                 best = min(best, time.process_time() - began)
             sim += best
-            began = time.process_time()
-            brooker.reproduce(clients, strategy, trials)
-            ours += time.process_time() - began
-        print(f"{mode:>8} {clients:>4} clients, {trials} trials, all five: simulation "
-              f"{sim:.3f} s CPU, durablelab {ours:.2f} s CPU: {ours / sim:.0f}x", flush=True)
+            tables = []
+            for park in modes:
+                took, experiment = reproduce(clients, strategy, park)
+                ours[park] += took
+                tables.append(experiment.frame.to_csv() + experiment.load.to_csv())
+            same = same and all(t == tables[0] for t in tables)
+        cells = ", ".join(f"{names[park]} {ours[park]:.2f} s ({ours[park] / sim:.0f}x)"
+                          for park in modes)
+        check = (f"; tables {'the same' if same else 'DIFFER'}" if len(modes) > 1 else "")
+        print(f"{clients:>4} clients: simulation {sim:.3f} s, {cells}{check}", flush=True)
+        if not same:
+            return 1
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

@@ -5,6 +5,9 @@ the run wakes up, so it must make the same requests in the same order every time
 method below either hands back what history recorded at its position (replay), or does the
 work, records it, and then hands it back. Anything that differs between two executions of
 the code (the time, a random number, a uuid, the world's answer) must come through here.
+(An engine that parks runs, as a sweep's engines do, resumes the code where it waited
+instead of running it from the top: `Port.blocking`, `durablelab/parking.py`. It makes the
+same calls in the same order, so history is the same.)
 """
 
 from __future__ import annotations
@@ -131,6 +134,11 @@ class Port(Protocol):
     #: the simulated world the run belongs to (`ctx.world`), or None.
     world: Any
 
+    def blocking(self, ctx: "Context", call: Callable, *args) -> Any:
+        """Make a ctx call that may suspend the run, ``call(*args)``: an activity, a sleep,
+        a wait. An engine that parks runs keeps the run's code waiting in it instead of
+        unwinding it, and makes the call again when the run wakes (`parking.py`)."""
+
     def execute_activity(self, state, cursor: h.Cursor, request: Request) -> Any:
         """Run (or leave in flight) a new activity the code asked for; its result."""
 
@@ -207,6 +215,12 @@ class Context:
         first execution too). Raises `ActivityFailed` when the activity fails for good.
         """
         frame = sys._getframe(self._caller)
+        # A call that may wait (an attempt in flight, a retry's backoff): `Port.blocking`.
+        return self._port.blocking(self, self._activity, name, fn, args, kwargs, policy,
+                                   start_to_close, schedule_to_close, heartbeat, frame)
+
+    def _activity(self, name, fn, args, kwargs, policy, start_to_close, schedule_to_close,
+                  heartbeat, frame) -> Any:
         if start_to_close is not None or schedule_to_close is not None or heartbeat is not None:
             for what, value in (("start_to_close", start_to_close),
                                 ("schedule_to_close", schedule_to_close),
@@ -376,6 +390,9 @@ class Context:
 
     def _sleep(self, seconds: float, frame) -> None:
         """`sleep`, recorded at the workflow line `frame` (also `retry`'s backoff)."""
+        self._port.blocking(self, self._timer, seconds, frame)
+
+    def _timer(self, seconds: float, frame) -> None:
         seconds = _number(seconds, "ctx.sleep(seconds)", "seconds", frame)
         self._check()
         start = self._expect(h.SLEEP, "sleep", frame, (seconds,), {})
@@ -408,6 +425,9 @@ class Context:
         name, in arrival order.
         """
         frame = sys._getframe(self._caller)
+        return self._port.blocking(self, self._wait_signal, name, deadline, timeout, frame)
+
+    def _wait_signal(self, name, deadline, timeout, frame) -> Any:
         call = f"ctx.wait_signal({name!r}) at {h.site(frame)}"
         if type(name) is not str or not name or not name.isascii():
             check_text(name, call, "name")

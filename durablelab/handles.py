@@ -76,6 +76,10 @@ def wait_for(ctx: Context, handles, need_all: bool, frame) -> None:
     """Block until all (or, `need_all` False, any) of `handles` have ended: a blocking
     call, so it takes the ends history holds at this point (`Cursor.absorb`); at the
     end of history it suspends the run until the engine records enough of them."""
+    ctx._port.blocking(ctx, _wait_once, ctx, handles, need_all, frame)
+
+
+def _wait_once(ctx: Context, handles, need_all: bool, frame) -> None:
     ctx._check()
     cursor = ctx._cursor
     ended = cursor.ended

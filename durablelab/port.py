@@ -10,6 +10,7 @@ an engine dropped without `close()` is freed at once.
 from __future__ import annotations
 
 from .observe import notify
+from .parking import blocking
 
 
 class EnginePort:
@@ -73,6 +74,13 @@ class EnginePort:
         self._engine.cancel(run_id, reason)
 
     # --- what a run's code asks for (`context.Port`) ---------------------------------------
+    def blocking(self, ctx, call, *args):
+        """A ctx call that may suspend the run: an engine that parks runs keeps its code
+        parked in it (`parking.blocking`); otherwise it is just made."""
+        if self._engine._parking is None:
+            return call(*args)
+        return blocking(ctx, call, args)
+
     def execute_activity(self, state, cursor, request):
         return self._engine._attempts.execute(state, cursor, request)
 

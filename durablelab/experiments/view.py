@@ -58,6 +58,10 @@ class Experiment:
             ``attempts``, ``retries`` and ``retries_<outcome>``, ``crashes``,
             ``model_calls``, tokens, ``cost``, ``duplicate_effects``, ``wakeups``,
             ``events_replayed``, ``history_events`` (as `dl.compare` defines them).
+            ``wakeups`` and ``events_replayed`` are the durable-execution model's figures,
+            what replay from the top hands the code, also where the sweep kept runs parked
+            between wake-ups (``sweep(park=True)``, `durablelab/parking.py`): the frame is
+            the same byte for byte either way.
         load: requests per whole virtual second: ``policy, fault_plan, source`` (an
             activity, or a part of the world that stamps its calls), ``second``,
             ``requests``. Isolated runs each start at t=0, so their load adds up as if
