@@ -5,7 +5,7 @@
     .venv/bin/python bench/brooker.py --clients 150 190 --trials 100
     .venv/bin/python bench/brooker.py --durablelab --trials 5   # beside the reproduction
     .venv/bin/python bench/brooker.py --durablelab --quick      # 1 trial each
-    .venv/bin/python bench/brooker.py --durablelab --no-park    # replayed on every wake-up
+    .venv/bin/python bench/brooker.py --durablelab --no-sticky    # replayed on every wake-up
 
 The peer a durablelab reproduction of Marc Brooker's "Exponential Backoff And Jitter" (AWS
 Architecture Blog, 2015) is measured against (issue 24): the same model, written here from
@@ -38,8 +38,8 @@ public API (`durablelab.examples.brooker`: one `dl.sweep` per strategy, a run pe
 work and time are printed beside this simulation's, with the wall-time ratio per client
 count (the issue's targets: at most 3x at 100 clients, at most 10x at 10). The simulation's
 time there is the fastest of three runs of it; the reproduction runs once. Its runs stay
-parked between wake-ups, as `dl.sweep` parks them by default (`durablelab/parking.py`);
-``--no-park`` replays each from the top on every wake-up instead (the same tables, slower).
+kept in memory between wake-ups, as `dl.sweep` keeps them by default (`durablelab/sticky.py`);
+``--no-sticky`` replays each from the top on every wake-up instead (the same tables, slower).
 bench/brooker_cpu.py counts CPU seconds of both in one run.
 """
 
@@ -167,9 +167,9 @@ def main(argv=None) -> int:
     parser.add_argument("--durablelab", action="store_true",
                         help="also run the durablelab reproduction on the same trials "
                              "(5 trials; 1 with --quick) and print the wall-time ratio")
-    parser.add_argument("--no-park", action="store_true",
+    parser.add_argument("--no-sticky", action="store_true",
                         help="with --durablelab: replay runs from the top on every wake-up "
-                             "(dl.sweep(park=False)) instead of resuming them parked")
+                             "(dl.sweep(sticky=False)) instead of resuming their kept code")
     args = parser.parse_args(argv)
     trials = args.trials or (10 if args.quick else 100)
     started = time.perf_counter()
@@ -194,20 +194,20 @@ def main(argv=None) -> int:
               f"{equal['time_ms'] / full['time_ms']:.2f}x the time (1.36x).")
     print(f"wall time: {time.perf_counter() - started:.2f} s in all")
     if args.durablelab:
-        compare(args.clients, args.trials or (1 if args.quick else 5), not args.no_park)
+        compare(args.clients, args.trials or (1 if args.quick else 5), not args.no_sticky)
     return 0
 
 
-def compare(clients_list, trials: int, park: bool = True) -> None:
+def compare(clients_list, trials: int, sticky: bool = True) -> None:
     """The durablelab reproduction beside this simulation, on the same trials (its runs
-    parked between wake-ups, or, `park` False, replayed from the top on each)."""
+    kept between wake-ups, or, `sticky` False, replayed from the top on each)."""
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent.parent))
     import os
     os.environ.setdefault("TQDM_DISABLE", "1")
     from durablelab.examples import brooker as reproduction
-    reproduction.reproduce(5, "full", 1, park=park)   # imports and first calls, not measured
+    reproduction.reproduce(5, "full", 1, sticky=sticky)   # imports and first calls, not measured
     print(f"\ndurablelab reproduction (durablelab.examples.brooker, runs "
-          f"{'parked' if park else 'replayed'}) beside this simulation, {trials} trials each")
+          f"{'sticky' if sticky else 'replayed'}) beside this simulation, {trials} trials each")
     print(f"{'clients':>7} {'strategy':<13} {'writes':>8} {'dl':>8} {'diff':>7} "
           f"{'time ms':>8} {'dl':>8} {'diff':>7} {'wall s':>7} {'dl s':>7} {'ratio':>7}")
     for clients in clients_list:
@@ -222,7 +222,7 @@ def compare(clients_list, trials: int, park: bool = True) -> None:
                 theirs = min(theirs, time.perf_counter() - began)
             began = time.perf_counter()
             dl_writes, dl_makespan, _ = reproduction.reproduce(clients, strategy, trials,
-                                                               park=park)
+                                                               sticky=sticky)
             ours = time.perf_counter() - began
             ours_total += ours
             theirs_total += theirs

@@ -5,8 +5,8 @@ the run wakes up, so it must make the same requests in the same order every time
 method below either hands back what history recorded at its position (replay), or does the
 work, records it, and then hands it back. Anything that differs between two executions of
 the code (the time, a random number, a uuid, the world's answer) must come through here.
-(An engine that parks runs, as a sweep's engines do, resumes the code where it waited
-instead of running it from the top: `Port.blocking`, `durablelab/parking.py`. It makes the
+(A sticky engine, as a sweep's engines are, resumes the code where it waited
+instead of running it from the top: `Port.blocking`, `durablelab/sticky.py`. It makes the
 same calls in the same order, so history is the same.)
 """
 
@@ -136,8 +136,8 @@ class Port(Protocol):
 
     def blocking(self, ctx: "Context", call: Callable, *args) -> Any:
         """Make a ctx call that may suspend the run, ``call(*args)``: an activity, a sleep,
-        a wait. An engine that parks runs keeps the run's code waiting in it instead of
-        unwinding it, and makes the call again when the run wakes (`parking.py`)."""
+        a wait. A sticky engine keeps the run's code waiting in it instead of
+        unwinding it, and makes the call again when the run wakes (`sticky.py`)."""
 
     def execute_activity(self, state, cursor: h.Cursor, request: Request) -> Any:
         """Run (or leave in flight) a new activity the code asked for; its result."""

@@ -49,7 +49,7 @@ from .guard import Guard
 from .journal import JOURNALS
 from .loading import Loader
 from .observe import LogObserver, notify
-from .parking import Parking
+from .sticky import StickyCache
 from .port import EnginePort
 from .queued import MemoryStore
 from .records import RunEnd, SignalRecord, WakeupRecord, waiting_columns
@@ -127,8 +127,8 @@ class Engine:
             `payloads` table, and its event holds the reference: ten activities returning
             the same document store it once. Replay, views and exports resolve it. None
             (the default): every value inline.
-        park: keep a run's code parked where it waits, and resume it at its next wake-up
-            instead of running it again from the top (`durablelab/parking.py`, Temporal's
+        sticky: keep a run's code in memory where it waits, and resume it at its next wake-up
+            instead of running it again from the top (`durablelab/sticky.py`, Temporal's
             sticky cache): the same histories, faster. Off by default, so runs replay on
             every wake-up as the lessons show; the engines `dl.sweep` builds park.
 
@@ -142,15 +142,15 @@ class Engine:
 
     def __init__(self, path=None, clock=None, durability: str = "sync", workflows=(),
                  guard: bool = True, world=None, read_only: bool = False,
-                 payload_threshold: int | None = None, park: bool = False):
+                 payload_threshold: int | None = None, sticky: bool = False):
         if durability not in DURABILITY:
             raise bad_value("Engine", "durability", (
                 f"durability={durability!r} is not a durability mode; use one of "
                 f"{', '.join(map(repr, DURABILITY))} (sync commits each event before the "
                 f"code sees it, batch once per wake-up, exit when the run ends)."))
-        if not isinstance(park, bool):
-            raise bad_type("Engine", "park", (
-                f"park={park!r} must be True (resume a waiting run where it is parked) or "
+        if not isinstance(sticky, bool):
+            raise bad_type("Engine", "sticky", (
+                f"sticky={sticky!r} must be True (resume a waiting run's code where it waits) or "
                 f"False (run its code again from the top on every wake-up)"))
         if callable(workflows) or isinstance(workflows, (str, bytes)):
             raise bad_type("Engine", "workflows", (
@@ -199,8 +199,9 @@ class Engine:
         self.world = world
         self.guard = bool(guard)
         self._guard = Guard(Context) if guard else None
-        #: the runs parked between wake-ups (`parking.Parking`), or None: replay every time
-        self._parking = Parking(self._guard) if park else None
+        #: runs whose code waits in memory between wake-ups (`sticky.StickyCache`), or None:
+        #: replay from the top every time
+        self._sticky = StickyCache(self._guard) if sticky else None
         #: which function runs each run (`registry.Definitions`)
         self._code = Definitions(workflows)
         self._runs: dict[str, RunState] = {}
@@ -502,8 +503,8 @@ class Engine:
             return
         self._closed = True
         LIVE.discard(self)
-        if self._parking is not None:
-            self._parking.drop()
+        if self._sticky is not None:
+            self._sticky.drop()
         if self.read_only:
             self.store.close()
             return
@@ -538,8 +539,8 @@ class Engine:
         one engine serving many short runs in turn, each alone (a sweep's isolated runs,
         the crash explorer's rows): opening an engine costs a DuckDB connection and its
         schema, far more than a small run. Only rows of ended runs should be forgotten."""
-        if self._parking is not None:
-            self._parking.drop()
+        if self._sticky is not None:
+            self._sticky.drop()
         self._runs = {}
         self._heap = []
         self._code.pinned = {}
@@ -740,10 +741,10 @@ class Engine:
                 return self._guard.call(state.fn, ctx, state.input())
         crashed = False
         try:
-            if self._parking is None:
+            if self._sticky is None:
                 how, value = execute(code, ctx, cursor)
-            else:   # the same, resumed where the run is parked (durablelab/parking.py)
-                how, value = self._parking.wake(state, ctx, cursor)
+            else:   # the same, resumed where its code waits (durablelab/sticky.py)
+                how, value = self._sticky.wake(state, ctx, cursor)
             if how == "completed":
                 try:
                     value = h.to_json(value, "the workflow result",
@@ -911,8 +912,8 @@ class Engine:
                     state.options_json, fn=state.fn)
 
     def _end(self, state: RunState, status: str, result_json=None, error=None) -> None:
-        if self._parking is not None:
-            self._parking.drop(state.run_id)
+        if self._sticky is not None:
+            self._sticky.drop(state.run_id)
         if state.flying or state.inflight is not None:   # nobody will wait for them now
             self._concurrency.abandon(state, f"its run ended {status}")
         state.status, state.result_json, state.error = status, result_json, error
@@ -961,8 +962,8 @@ class Engine:
     def _recover(self) -> None:
         """A fresh worker: forget everything in memory (circuit breakers too), reload what
         the store holds."""
-        if self._parking is not None:   # parked code is memory too: recovery replays
-            self._parking.drop()
+        if self._sticky is not None:   # kept code is memory too: recovery replays
+            self._sticky.drop()
         self._flush_telemetry()
         self._attempts.fresh_worker()
         self._load()

@@ -10,7 +10,7 @@ an engine dropped without `close()` is freed at once.
 from __future__ import annotations
 
 from .observe import notify
-from .parking import blocking
+from .sticky import blocking
 
 
 class EnginePort:
@@ -75,9 +75,9 @@ class EnginePort:
 
     # --- what a run's code asks for (`context.Port`) ---------------------------------------
     def blocking(self, ctx, call, *args):
-        """A ctx call that may suspend the run: an engine that parks runs keeps its code
-        parked in it (`parking.blocking`); otherwise it is just made."""
-        if self._engine._parking is None:
+        """A ctx call that may suspend the run: a sticky engine keeps the run's code
+        waiting in it (`sticky.blocking`); otherwise it is just made."""
+        if self._engine._sticky is None:
             return call(*args)
         return blocking(ctx, call, args)
 

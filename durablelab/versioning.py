@@ -104,7 +104,7 @@ class _ReplayOnly:
         self.clock = VirtualClock()
 
     def blocking(self, ctx, call, *args):
-        return call(*args)   # a replay never parks: it ends at the first wait
+        return call(*args)   # a replay keeps no code: it ends at the first wait
 
     def execute_activity(self, state, cursor, request):
         raise Suspend(None, h.ACTIVITY, name=request.name)

@@ -56,9 +56,9 @@ SLOW_MODULES = {  # file name (a glob) -> why it is slow
 }
 
 SLOW_TESTS = {  # file -> {test function (all its parameters) -> why it is slow}
-    "test_parking.py": {
+    "test_sticky.py": {
         "test_occ_clients_sweep_same_tables_over_seeds_and_delays":
-            "Hypothesis: two sweeps per example, parked and replayed",
+            "Hypothesis: two sweeps per example, sticky and replayed",
         "test_histories_same_with_crash_and_signal_anywhere":
             "Hypothesis: two engines per crash and signal schedule",
     },

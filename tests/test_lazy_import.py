@@ -21,7 +21,7 @@ def test_import_loads_the_core_only():
     assert "pandas" not in loaded and "matplotlib" not in loaded
     # 26: limits; 27: observe (logs); 28: aio (async activities); 29-31: engine.py split into
     # port, concurrency and loading, 32: store.py's schema, 33: context.py's handles (the
-    # same code, one concept per module), 34: parking (runs parked between wake-ups). The
+    # same code, one concept per module), 34: sticky (runs' code kept between wake-ups). The
     # errors package (its classes, checks and wordings) counts as the one module it was.
     concepts = {m.split(".")[1] if m.startswith("durablelab.errors") else m for m in ours}
     assert len(concepts) <= 34, sorted(concepts)

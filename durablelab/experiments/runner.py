@@ -268,18 +268,18 @@ def roomy_collector():
 
 class Isolated:
     """Runs one run at a time, each alone, in one reused in-memory engine (see above);
-    `park`: whether that engine parks runs between wake-ups (`Engine(park=)`)."""
+    `sticky`: whether that engine keeps runs' code between wake-ups (`Engine(sticky=)`)."""
 
-    def __init__(self, park: bool = True):
+    def __init__(self, sticky: bool = True):
         self.engine: Engine | None = None
         self.used = 0
-        self.park = park
+        self.sticky = sticky
 
     def fresh(self) -> Engine:
         """The runner's engine, empty (`Engine.forget` after each use) on a new clock at 0."""
         if self.engine is None or self.used >= RECYCLE_EVERY:
             self.close()
-            self.engine = Engine(park=self.park)
+            self.engine = Engine(sticky=self.sticky)
             self.used = 0
         self.used += 1
         self.engine.clock = VirtualClock()
@@ -320,28 +320,28 @@ class Isolated:
 #: Runners put back by sweeps that ended, for the next sweep in this process: opening one's
 #: engine (a DuckDB connection and its schema) costs more than a small sweep's runs. At
 #: most `IDLE_RUNNERS` wait; each is emptied (`Engine.forget`) after every use anyway.
-#: Kept by whether their engines park runs.
+#: Kept apart by whether their engines are sticky.
 _IDLE: dict[bool, list[Isolated]] = {True: [], False: []}
 IDLE_RUNNERS = 2
 
 
 @contextlib.contextmanager
-def borrowed_runner(park: bool = True):
+def borrowed_runner(sticky: bool = True):
     """An `Isolated` runner for one serial sweep: one a finished sweep gave back, or a new
     one. It is given back only if the sweep ended without an error (an error may leave a
     run half made in its engine, which `forget` is not meant to clear); otherwise closed."""
-    idle = _IDLE[park]
+    idle = _IDLE[sticky]
     try:
         runner = idle.pop()            # atomic: two threads never get the same runner
     except IndexError:
-        runner = Isolated(park)
+        runner = Isolated(sticky)
     try:
         yield runner
     except BaseException:
         runner.close()
         raise
     if runner.engine is not None and len(idle) < IDLE_RUNNERS:
-        runner.engine.forget()         # parked runs too: none outlives its sweep
+        runner.engine.forget()         # kept code too: none outlives its sweep
         runner.engine.world = None     # nothing of the last sweep's world is kept alive
         idle.append(runner)
     else:

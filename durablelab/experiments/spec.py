@@ -52,7 +52,7 @@ _KEYS = ("format", "version", "workflow", "inputs", "policies", "fault_plans", "
          "contention", "timeout", "world")
 #: keys a data form has only when set (a sweep without them describes itself as before, so
 #: its results files still resume)
-_OPTIONAL = ("arrivals", "park")
+_OPTIONAL = ("arrivals", "sticky")
 #: what `contention=` takes: False, True, or one world per cell and seed.
 CONTENTION = (False, True, "per_seed")
 
@@ -61,7 +61,7 @@ class Spec:
     """A sweep's arguments, checked, with a data form that travels to worker processes."""
 
     def __init__(self, workflow, inputs, policies, fault_plans, seeds, world, contention,
-                 timeout, arrivals=None, park=True):
+                 timeout, arrivals=None, sticky=True):
         if not callable(workflow):
             raise SweepError(f"sweep(workflow={workflow!r}): a workflow is a function "
                              f"fn(ctx, input)", argument="workflow")
@@ -101,14 +101,14 @@ class Spec:
                              argument="timeout")
         self.timeout = None if timeout is None else float(timeout)
         self.cells = [(p, f) for p in self.policies for f in self.plans]
-        if not isinstance(park, bool):
-            raise SweepError(f"sweep(park={park!r}): give True (a run waiting between "
-                             f"wake-ups stays parked and resumes there: the default) or "
+        if not isinstance(sticky, bool):
+            raise SweepError(f"sweep(sticky={sticky!r}): give True (a run waiting between "
+                             f"wake-ups keeps its code in memory and resumes there: the default) or "
                              f"False (its code runs again from the top on every wake-up); "
-                             f"the results are the same", argument="park")
-        #: whether the sweep's engines park runs (`Engine(park=)`): how fast, never what
+                             f"the results are the same", argument="sticky")
+        #: whether the sweep's engines sticky runs (`Engine(sticky=)`): how fast, never what
         #: comes out, so `describe()` leaves it out and a results file resumes either way.
-        self.park = park
+        self.sticky = sticky
 
     def run_id(self, cell: int, seed: int, index: int) -> str:
         policy, plan = self.cells[cell]
@@ -150,8 +150,8 @@ class Spec:
         data["workflow"] = _path_of(self.workflow, "workflow", caller)
         if self.world is not None:
             data["world"] = _path_of(self.world, "world", caller)
-        if not self.park:
-            data["park"] = False
+        if not self.sticky:
+            data["sticky"] = False
         return json.dumps(data, allow_nan=False)   # insertion order: cell numbers follow it
 
     @classmethod
@@ -197,7 +197,7 @@ class Spec:
                 raise _bad_data(f"'arrivals' is a {type(arrivals).__name__}, not a list")
             return cls(workflow, data["inputs"], data["policies"], plans, data["seeds"],
                        world, data["contention"], data["timeout"], arrivals,
-                       data.get("park", True))
+                       data.get("sticky", True))
         except (TypeError, ValueError) as exc:   # SweepError, PolicyError, a plan's BadValue
             raise _bad_data(getattr(exc, "message", None) or str(exc)) from None
 

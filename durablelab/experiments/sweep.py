@@ -103,7 +103,7 @@ _WORKER: dict = {}
 def _init_worker(spec: Spec | str) -> None:
     """A `processes=` worker's start: the Spec itself (forked) or its data form (spawned)."""
     _WORKER["spec"] = spec if isinstance(spec, Spec) else Spec.from_data(spec)
-    _WORKER["runner"] = Isolated(_WORKER["spec"].park)
+    _WORKER["runner"] = Isolated(_WORKER["spec"].sticky)
 
 
 def _job_in_worker(job):
@@ -256,7 +256,7 @@ def sweep(workflow: Callable, inputs, policies: dict | None = None,
           fault_plans: dict | None = None, seeds=range(10), world: Callable | None = None,
           contention: bool = False, processes: int | None = None,
           timeout: float | None = 7 * 86400, path=None, executor: cf.Executor | None = None,
-          arrivals=None, park: bool = True):
+          arrivals=None, sticky: bool = True):
     """Run `workflow` once per (input, policy, fault plan, seed); returns an `Experiment`.
 
     Use it to ask, before production, which retry policy survives which failures and at
@@ -311,12 +311,12 @@ def sweep(workflow: Callable, inputs, policies: dict | None = None,
             ``index -> virtual start``, or a list of instants; None starts all at 0.
             Starts that go back in time (input i before input i - 1) are refused.
             ``virtual_duration`` still counts from the run's own start.
-        park: True (default): a run waiting between wake-ups stays parked where it waits
-            and resumes there (`Engine(park=True)`, `durablelab/parking.py`), instead of
+        sticky: True (default): a run waiting between wake-ups keeps its code in memory where it waits
+            and resumes there (`Engine(sticky=True)`, `durablelab/sticky.py`), instead of
             running its code again from the top to get back there; False replays on every
             wake-up, as a plain `Engine()` does. The table is the same either way, byte
             for byte, ``events_replayed`` included (it counts what replay would hand back):
-            parking changes how long a sweep takes, never what it finds.
+            sticky runs change how long a sweep takes, never what it finds.
 
     Raises `SweepError` (a ValueError) for bad arguments, a workflow or world that spawned
     ``processes`` or an ``executor``'s workers could not import, or a `path` holding
@@ -324,7 +324,7 @@ def sweep(workflow: Callable, inputs, policies: dict | None = None,
     """
     from .view import Experiment
     spec = Spec(workflow, inputs, policies, fault_plans, seeds, world, contention, timeout,
-                arrivals, park)
+                arrivals, sticky)
     if processes is not None and (isinstance(processes, bool) or not isinstance(processes, int)
                                   or processes < 1):
         raise SweepError(f"sweep(processes={processes!r}): give a number of worker processes "
@@ -399,7 +399,7 @@ def _chunks(spec: Spec, cell: int, size: int) -> list[tuple]:
 
 
 def _serial(spec: Spec, todo: list[int], results: Results, bar) -> None:
-    with borrowed_runner(spec.park) as runner:
+    with borrowed_runner(spec.sticky) as runner:
         for cell in todo:
             rows, load, requests = [], {}, []
             for job in _chunks(spec, cell, 100):
@@ -476,7 +476,7 @@ def job_on_executor(data: str, job: tuple) -> tuple:
         spec = Spec.from_data(data)        # first: a bad text leaves the cache as it was
         if getattr(mine, "runner", None) is not None:
             mine.runner.close()
-        mine.data, mine.spec, mine.runner = data, spec, Isolated(spec.park)
+        mine.data, mine.spec, mine.runner = data, spec, Isolated(spec.sticky)
     return do_job(mine.spec, mine.runner, job)
 
 

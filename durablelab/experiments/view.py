@@ -59,8 +59,8 @@ class Experiment:
             ``model_calls``, tokens, ``cost``, ``duplicate_effects``, ``wakeups``,
             ``events_replayed``, ``history_events`` (as `dl.compare` defines them).
             ``wakeups`` and ``events_replayed`` are the durable-execution model's figures,
-            what replay from the top hands the code, also where the sweep kept runs parked
-            between wake-ups (``sweep(park=True)``, `durablelab/parking.py`): the frame is
+            what replay from the top hands the code, also where the sweep kept runs' code
+            between wake-ups (``sweep(sticky=True)``, `durablelab/sticky.py`): the frame is
             the same byte for byte either way.
         load: requests per whole virtual second: ``policy, fault_plan, source`` (an
             activity, or a part of the world that stamps its calls), ``second``,

@@ -1,9 +1,9 @@
-"""Parked runs (`durablelab/parking.py`) give what replay from the top gives, byte for byte.
+"""Kept runs (`durablelab/sticky.py`) give what replay from the top gives, byte for byte.
 
-An engine that parks keeps a run's code waiting in a greenlet at its blocking ctx call and
+A sticky engine keeps a run's code waiting in a greenlet at its blocking ctx call and
 resumes it at the next wake-up. The contract: every run's history, attempts and wake-up
 rows, and a sweep's tables, are exactly those of the plain engine, which runs the code
-again from the top; parked code is dropped (and the run replays) on a crash, recovery,
+again from the top; kept code is dropped (and the run replays) on a crash, recovery,
 forget, close, the run's end, a cancel and a redefined workflow.
 """
 
@@ -112,11 +112,11 @@ PLANS = {
 POLICIES = {"code": None, "steady": dl.RetryPolicy(max_attempts=5, initial=0.5, jitter="none")}
 
 
-# --- sweeps: the same tables, parked or replayed ---------------------------------------------
+# --- sweeps: the same tables, sticky or replayed ---------------------------------------------
 @pytest.mark.parametrize("strategy", brooker.STRATEGIES)
-def test_brooker_contended_sweep_same_tables_parked_or_replayed(strategy):
-    parked = brooker.reproduce(12, strategy, 3, park=True)
-    replayed = brooker.reproduce(12, strategy, 3, park=False)
+def test_brooker_contended_sweep_same_tables_sticky_or_replayed(strategy):
+    parked = brooker.reproduce(12, strategy, 3, sticky=True)
+    replayed = brooker.reproduce(12, strategy, 3, sticky=False)
     assert parked[:2] == replayed[:2]
     assert tables(parked[2]) == tables(replayed[2])
     assert (parked[2].frame.events_replayed > 0).any()   # retries replay (in the model)
@@ -125,9 +125,9 @@ def test_brooker_contended_sweep_same_tables_parked_or_replayed(strategy):
 @pytest.mark.parametrize("contention", [False, True, "per_seed"])
 def test_sweep_with_crashes_timers_signals_and_children_same_tables(contention):
     made = {}
-    for park in (True, False):
-        made[park] = dl.sweep(mixed_flow, [1, 2, 3], policies=POLICIES, fault_plans=PLANS,
-                              seeds=range(4), world=Desk, contention=contention, park=park)
+    for sticky in (True, False):
+        made[sticky] = dl.sweep(mixed_flow, [1, 2, 3], policies=POLICIES, fault_plans=PLANS,
+                              seeds=range(4), world=Desk, contention=contention, sticky=sticky)
     assert tables(made[True]) == tables(made[False])
     frame = made[True].frame
     assert (frame.crashes > 0).any()            # the crashes happened...
@@ -141,18 +141,18 @@ def test_sweep_with_crashes_timers_signals_and_children_same_tables(contention):
 def test_occ_clients_sweep_same_tables_over_seeds_and_delays(seeds, reads, writes):
     inputs = [[reads[0], writes[0]], [reads[1], writes[1]]]
     a = dl.sweep(oc.client, inputs, seeds=seeds, world=oc.Row, contention="per_seed",
-                 park=True)
+                 sticky=True)
     b = dl.sweep(oc.client, inputs, seeds=seeds, world=oc.Row, contention="per_seed",
-                 park=False)
+                 sticky=False)
     assert tables(a) == tables(b)
 
 
 # --- one engine: histories, crashes, signals, cancels ------------------------------------------
 def run_both(schedule):
-    """`schedule(engine)` on a parking engine and on a plain one; their histories."""
+    """`schedule(engine)` on a sticky engine and on a plain one; their histories."""
     out = []
-    for park in (True, False):
-        engine = dl.Engine(world=Desk(), park=park)
+    for sticky in (True, False):
+        engine = dl.Engine(world=Desk(), sticky=sticky)
         try:
             schedule(engine)
             out.append(histories(engine))
@@ -181,31 +181,31 @@ def test_histories_same_with_crash_and_signal_anywhere(seed, crash_at, signal_at
     assert parked == replayed
 
 
-def test_parked_engine_runs_code_from_the_top_once_per_run():
+def test_sticky_engine_runs_code_from_the_top_once_per_run():
     """Without a crash, each run's code starts once; replayed, once per wake-up."""
     counts = {}
-    for park in (True, False):
+    for sticky in (True, False):
         TOPS.clear()
-        with dl.Engine(world=Desk(), park=park) as engine:
+        with dl.Engine(world=Desk(), sticky=sticky) as engine:
             engine.start(mixed_flow, 1, run_id="r")
             engine.run_until_idle()
             assert engine.run("r").status == "completed"
-            counts[park] = TOPS.count("r")
+            counts[sticky] = TOPS.count("r")
     assert counts[True] == 1
     assert counts[False] > 5
 
 
-def test_crash_while_parked_drops_the_parked_code_and_recovery_replays():
+def test_crash_while_kept_drops_the_kept_code_and_recovery_replays():
     TOPS.clear()
-    with dl.Engine(world=Desk(), park=True) as engine:
+    with dl.Engine(world=Desk(), sticky=True) as engine:
         for i in range(3):
             engine.start(mixed_flow, i, run_id=f"r{i}")
         engine.advance(1.1)                           # each has recorded its first fetch
-        parked = dict(engine._parking.parked)
-        assert sorted(parked) == ["r0", "r1", "r2"]    # each waits in a call, parked
+        parked = dict(engine._sticky.kept)
+        assert sorted(parked) == ["r0", "r1", "r2"]    # each waits in a call, kept
         assert TOPS == ["r0", "r1", "r2"]
         engine.crash()
-        assert engine._parking.parked == {}
+        assert engine._sticky.kept == {}
         assert all(p.runner.dead for p in parked.values())
         engine.run_until_idle()
         # Recovery ran each run's code from the top again, and it replayed its history.
@@ -217,7 +217,7 @@ def test_crash_while_parked_drops_the_parked_code_and_recovery_replays():
             assert len(recovery) == 1 and recovery.replayed.iloc[0] > 0
 
 
-def test_redefined_workflow_while_parked_replays_with_the_new_code():
+def test_redefined_workflow_while_kept_replays_with_the_new_code():
     module = types.ModuleType("parked_cell")
     sys.modules["parked_cell"] = module
     module.TOPS = TOPS
@@ -226,10 +226,10 @@ def test_redefined_workflow_while_parked_replays_with_the_new_code():
     TOPS.clear()
     try:
         exec(cell.format("old"), module.__dict__)
-        with dl.Engine(park=True) as engine:
+        with dl.Engine(sticky=True) as engine:
             engine.start(module.flow, None, run_id="r")
             engine.run_until_idle()
-            runner = engine._parking.parked["r"].runner    # waits for "go", parked
+            runner = engine._sticky.kept["r"].runner    # waits for "go", kept
             with pytest.warns(dl.WorkflowRedefinedWarning):
                 exec(cell.format("new"), module.__dict__)   # the notebook cell, run again
             engine.signal("r", "go")
@@ -241,7 +241,7 @@ def test_redefined_workflow_while_parked_replays_with_the_new_code():
         del sys.modules["parked_cell"]
 
 
-def test_cancel_while_parked_gives_what_replay_gives():
+def test_cancel_while_kept_gives_what_replay_gives():
     def schedule(engine):
         engine.start(mixed_flow, 1, run_id="r")
         engine.advance(2.0)
@@ -252,13 +252,13 @@ def test_cancel_while_parked_gives_what_replay_gives():
     assert parked == replayed
 
 
-def test_engine_reused_after_forget_has_nothing_parked():
-    with dl.Engine(world=Desk(), park=True) as engine:
+def test_engine_reused_after_forget_keeps_nothing():
+    with dl.Engine(world=Desk(), sticky=True) as engine:
         engine.start(mixed_flow, 1, run_id="r")
         engine.advance(0.6)
-        runner = engine._parking.parked["r"].runner
+        runner = engine._sticky.kept["r"].runner
         engine.forget()
-        assert runner.dead and engine._parking.parked == {}
+        assert runner.dead and engine._sticky.kept == {}
         engine.clock = dl.VirtualClock()              # as a sweep's runner does
         engine.start(mixed_flow, 1, run_id="r")       # the same id, from nothing
         engine.run_until_idle()
@@ -271,20 +271,20 @@ def test_engine_reused_after_forget_has_nothing_parked():
 
 def test_sweeps_in_turn_leave_no_greenlet_alive():
     before = live_greenlets()
-    for park in (True, False, True):
+    for sticky in (True, False, True):
         dl.sweep(oc.client, [[0.1, 0.2], [0.2, 0.1]], seeds=range(2), world=oc.Row,
-                 contention="per_seed", park=park)
+                 contention="per_seed", sticky=sticky)
     gc.collect()
     assert live_greenlets() - before == set()
 
 
 def test_no_greenlet_alive_after_close():
     before = live_greenlets()
-    engine = dl.Engine(world=Desk(), park=True)
+    engine = dl.Engine(world=Desk(), sticky=True)
     for i in range(4):
         engine.start(mixed_flow, i, run_id=f"r{i}")
     engine.advance(1.0)
-    assert len(engine._parking.parked) == 4
+    assert len(engine._sticky.kept) == 4
     assert len(live_greenlets() - before) == 4
     engine.close()
     del engine
@@ -292,7 +292,7 @@ def test_no_greenlet_alive_after_close():
     assert live_greenlets() - before == set()
 
 
-def test_run_parked_in_one_thread_replays_when_woken_in_another():
+def test_run_kept_in_one_thread_replays_when_woken_in_another():
     """A greenlet runs only in its own thread: woken elsewhere, the run replays instead."""
     import threading
 
@@ -307,11 +307,11 @@ def test_run_parked_in_one_thread_replays_when_woken_in_another():
     assert parked == replayed
 
 
-def test_engine_dropped_without_close_frees_its_parked_code():
-    """Nothing parked code holds leads back to its engine: dropped, the engine is freed at
-    once (as a plain one is), and its parked greenlets end with it."""
+def test_engine_dropped_without_close_frees_its_kept_code():
+    """Nothing kept code holds leads back to its engine: dropped, the engine is freed at
+    once (as a plain one is), and its waiting greenlets end with it."""
     before = live_greenlets()
-    engine = dl.Engine(world=Desk(), park=True)
+    engine = dl.Engine(world=Desk(), sticky=True)
     for i in range(3):
         engine.start(mixed_flow, i, run_id=f"r{i}")
     engine.advance(1.0)
@@ -323,16 +323,16 @@ def test_engine_dropped_without_close_frees_its_parked_code():
 
 
 def test_guard_still_stops_resumed_code():
-    """The determinism guard's hook follows the parked code: after it resumes, a clock read
+    """The determinism guard's hook follows the kept code: after it resumes, a clock read
     in workflow code fails as it does replayed."""
     import time
 
     def sneaky(ctx, n):
-        ctx.activity("fetch", ctx.world.fetch, n)    # in flight: the run parks here
+        ctx.activity("fetch", ctx.world.fetch, n)    # in flight: the run's code waits here
         return time.time()
 
-    for park in (True, False):
-        with dl.Engine(world=Desk(), park=park) as engine:
+    for sticky in (True, False):
+        with dl.Engine(world=Desk(), sticky=sticky) as engine:
             engine.start(sneaky, 1, run_id="r")
             engine.run_until_idle()
             run = engine.run("r")
@@ -340,34 +340,34 @@ def test_guard_still_stops_resumed_code():
             assert isinstance(run.error, DeterminismGuardError)
 
 
-def test_plain_engine_does_not_park():
+def test_plain_engine_keeps_no_code():
     with dl.Engine(world=Desk()) as engine:
-        assert engine._parking is None
+        assert engine._sticky is None
         engine.start(mixed_flow, 1, run_id="r")
         engine.run_until_idle()
         assert engine.run("r").status == "completed"
 
 
 # --- bad input ---------------------------------------------------------------------------------
-def test_engine_park_must_be_a_bool():
+def test_engine_sticky_must_be_a_bool():
     with pytest.raises(BadType) as caught:
-        dl.Engine(park="yes")
-    assert caught.value.argument == "park"
-    assert "park='yes' must be True" in str(caught.value)
+        dl.Engine(sticky="yes")
+    assert caught.value.argument == "sticky"
+    assert "sticky='yes' must be True" in str(caught.value)
 
 
-def test_sweep_park_must_be_a_bool():
+def test_sweep_sticky_must_be_a_bool():
     with pytest.raises(SweepError) as caught:
-        dl.sweep(oc.client, [[0.1, 0.2]], seeds=range(1), world=oc.Row, park="yes")
-    assert caught.value.argument == "park"
-    assert "sweep(park='yes')" in str(caught.value)
+        dl.sweep(oc.client, [[0.1, 0.2]], seeds=range(1), world=oc.Row, sticky="yes")
+    assert caught.value.argument == "sticky"
+    assert "sweep(sticky='yes')" in str(caught.value)
 
 
-def test_park_travels_in_the_data_form_only_when_off():
+def test_sticky_travels_in_the_data_form_only_when_off():
     on = Spec(oc.client, [[0.1, 0.2]], None, None, range(1), oc.Row, False, 100.0)
     off = Spec(oc.client, [[0.1, 0.2]], None, None, range(1), oc.Row, False, 100.0,
-               park=False)
-    assert "park" not in json.loads(on.to_data())
-    assert Spec.from_data(on.to_data()).park is True
-    assert Spec.from_data(off.to_data()).park is False
+               sticky=False)
+    assert "sticky" not in json.loads(on.to_data())
+    assert Spec.from_data(on.to_data()).sticky is True
+    assert Spec.from_data(off.to_data()).sticky is False
     assert on.describe() == off.describe()     # a results file resumes either way

@@ -1,4 +1,4 @@
-"""Parked runs: a run whose code waits at a blocking ctx call stays where it is until it wakes.
+"""Sticky runs: a run whose code waits at a blocking ctx call is kept where it is until it wakes.
 
 The engine's model (`engine.py`, every lesson) runs workflow code again from the top on
 each wake-up: the code replays history until it reaches new ground. That is what recovery
@@ -8,21 +8,23 @@ to make its 21st, so the work grows with the square of the retries. Temporal's w
 a *sticky cache* for the same reason: a workflow that blocks stays in memory, and its next
 task resumes it instead of replaying the history from the start.
 
-An engine opened with ``Engine(park=True)`` (as the engines `dl.sweep` builds are, unless
-``park=False``) does the same. Its runs execute in a greenlet each. When a blocking call
+An engine opened with ``Engine(sticky=True)`` (as the engines `dl.sweep` builds are, unless
+``sticky=False``) does the same. Its runs execute in a greenlet each. When a blocking call
 (`Context.activity`, a sleep, a signal wait, a wait for handles) would suspend the run, the
-greenlet is parked instead of unwound; the next wake-up resumes it and the call is made
-again at the same history position, exactly as a replay from the top would make it when it
-got there (the code is deterministic: that is the contract replay already relies on). So
-history, attempts and every metric are the same as replay gives, byte for byte
-(`tests/test_parking.py`). A wake-up's telemetry (`events_replayed`) reports what a replay
-from the top would hand the code, the durable-execution model's figure, not the one event
-the resumed call takes.
+greenlet is kept, switched away from, instead of unwound; the next wake-up resumes it and
+the call is made again at the same history position, exactly as a replay from the top
+would make it when it got there (the code is deterministic: that is the contract replay
+already relies on). So history, attempts and every metric are the same as replay gives,
+byte for byte (`tests/test_sticky.py`). A wake-up's telemetry (`events_replayed`) reports
+what a replay from the top would hand the code, the durable-execution model's figure, not
+the one event the resumed call takes.
 
-Parked code is dropped, and the run replays from the top next time, whenever memory cannot
-be trusted or the run is gone: a worker crash and its recovery, `Engine.forget`,
-`Engine.close`, the run's end, a cancel, and a redefined workflow. Dropping a parked run
-throws `greenlet.GreenletExit` into its code, which nothing may record after.
+Kept code is dropped, and the run replays from the top next time, whenever memory cannot be
+trusted or the run is gone: a worker crash and its recovery, `Engine.forget`,
+`Engine.close`, the run's end, a cancel, and a redefined workflow. Dropping kept code
+throws `greenlet.GreenletExit` into it, which nothing may record after. (A run that waits
+is stored `waiting`, and the lessons say it is parked, whether or not its code is kept:
+this module is only about where the code waits in memory.)
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import greenlet
 from .context import Ended, Suspend, execute
 
 
-class Parked(NamedTuple):
+class Kept(NamedTuple):
     """A run's code waiting in a blocking call, and the definition it was running."""
 
     runner: "Runner"
@@ -45,8 +47,8 @@ class Parked(NamedTuple):
 class Runner(greenlet.greenlet):
     """One run's code in a greenlet of its own, with its Context (`ctx`). Nothing its frames
     hold leads back to the engine (the Context reaches it through a weak proxy), so an
-    engine dropped without `close()` is still freed at once, and its parked code with it:
-    the garbage collector cannot see through a parked greenlet's frames."""
+    engine dropped without `close()` is still freed at once, and its kept code with it:
+    the garbage collector cannot see through a waiting greenlet's frames."""
 
     def __init__(self, guard, state, ctx, cursor):
         if guard is None:
@@ -59,31 +61,31 @@ class Runner(greenlet.greenlet):
         self.ctx = ctx
 
 
-class Parking:
-    """The parked runs of one engine (its ``_parking``), by run id; `guard` is the
+class StickyCache:
+    """The kept runs of one engine (its ``_sticky``), by run id; `guard` is the
     engine's determinism guard (`guard.Guard`), or None."""
 
     def __init__(self, guard):
         self.guard = guard
-        self.parked: dict[str, Parked] = {}
+        self.kept: dict[str, Kept] = {}
 
     def wake(self, state, ctx, cursor) -> Ended:
         """What `execute` gives for the run's code with `ctx` and `cursor` (as `_wake` runs
-        it), but resuming the run where it was parked, if it was and may still be; its
-        code is parked again if it blocks."""
-        parked = self.parked.pop(state.run_id, None)
-        if parked is not None and (parked.fn is not state.fn or state.cancel_pending):
-            _kill(parked)    # redefined, or cancelled: replay from the top decides
-            parked = None
-        if parked is not None:
+        it), but resuming the run where its code was kept, if it was and may still be; its
+        code is kept again if it blocks."""
+        kept = self.kept.pop(state.run_id, None)
+        if kept is not None and (kept.fn is not state.fn or state.cancel_pending):
+            _kill(kept)    # redefined, or cancelled: replay from the top decides
+            kept = None
+        if kept is not None:
             try:
-                parked.runner.parent = greenlet.getcurrent()
-            except ValueError:   # parked by another thread, where only it can end it
-                parked = None
-        if parked is None:
+                kept.runner.parent = greenlet.getcurrent()
+            except ValueError:   # kept by another thread, where only it can end it
+                kept = None
+        if kept is None:
             runner = Runner(self.guard, state, ctx, cursor)
         else:
-            runner = parked.runner
+            runner = kept.runner
             ctx = runner.ctx
             # What a replay from the top hands the code before it reaches this call again.
             ctx._cursor.replayed = ctx._cursor.position
@@ -98,22 +100,22 @@ class Parking:
             if sys.getprofile() is not profile:   # the guard's hook stays with its code
                 sys.setprofile(profile)
         if not runner.dead:
-            self.parked[state.run_id] = Parked(runner, state.fn)
+            self.kept[state.run_id] = Kept(runner, state.fn)
         return ended
 
     def drop(self, run_id: str | None = None) -> None:
-        """Drop run `run_id`'s parked code (None: every run's); it replays from the top."""
+        """Drop run `run_id`'s kept code (None: every run's); it replays from the top."""
         if run_id is None:
-            parked, self.parked = list(self.parked.values()), {}
+            dropped, self.kept = list(self.kept.values()), {}
         else:
-            one = self.parked.pop(run_id, None)
-            parked = [] if one is None else [one]
-        for one in parked:
+            one = self.kept.pop(run_id, None)
+            dropped = [] if one is None else [one]
+        for one in dropped:
             _kill(one)
 
 
 def blocking(ctx, call: Callable, args: tuple) -> Any:
-    """Make a blocking ctx call; if it suspends the run, park the run's code here and, once
+    """Make a blocking ctx call; if it suspends the run, keep the run's code waiting here and, once
     woken, make the call again from the same position."""
     if getattr(greenlet.getcurrent(), "ctx", None) is not ctx:   # not in a `Runner` of it
         return call(*args)
@@ -136,9 +138,9 @@ def blocking(ctx, call: Callable, args: tuple) -> Any:
                 sys.setprofile(hook)
 
 
-def _kill(parked: Parked) -> None:
-    """End parked code: nothing it runs on the way out may record (its ctx raises)."""
-    runner = parked.runner
+def _kill(kept: Kept) -> None:
+    """End kept code: nothing it runs on the way out may record (its ctx raises)."""
+    runner = kept.runner
     if runner.dead:
         return
     runner.ctx.diverged = greenlet.GreenletExit()   # a ctx call re-raises it
@@ -146,11 +148,11 @@ def _kill(parked: Parked) -> None:
     try:
         runner.parent = greenlet.getcurrent()
         runner.throw(greenlet.GreenletExit)
-    except (greenlet.error, ValueError):   # parked in another thread: it ends with it
+    except (greenlet.error, ValueError):   # kept in another thread: it ends with it
         pass
     finally:
         if sys.getprofile() is not profile:
             sys.setprofile(profile)
 
 
-__all__ = ["Parking", "Parked", "Runner", "blocking"]
+__all__ = ["StickyCache", "Kept", "Runner", "blocking"]
