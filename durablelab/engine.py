@@ -8,6 +8,8 @@ history until it asks for something new, does that, and either finishes or raise
 (a timer, a retry backoff, a signal wait, an attempt still in flight), which puts the run
 back on the heap. Many runs share the heap and the clock, so simulated services see their
 requests in virtual-time order, and 1,000 runs retrying without jitter really do collide.
+(A sticky engine, as a sweep's are, keeps a waiting run's code in memory and resumes it
+instead of calling it from the top: the same history, made faster; `sticky.py`.)
 
 A worker crash (a `Crash` fault or `engine.crash()`) throws away everything in memory and
 reloads every unfinished run from the store, as a fresh process would; what the durability
