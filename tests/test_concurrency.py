@@ -602,6 +602,69 @@ def test_idempotency_key_inside_an_activity_is_the_attempts_key():
         dl.idempotency_key()
 
 
+def test_diagnose_names_the_started_activities_a_run_still_waits_for():
+    def fetch(seconds):
+        return dl.sim.after(seconds, value=seconds)
+
+    def wf(ctx, waits):
+        return ctx.gather(*[ctx.start_activity("fetch", fetch, s) for s in waits])
+
+    engine = dl.Engine()
+    run_id = engine.start(wf, [10, 30, 20], run_id="r")
+    engine.advance(15)
+    found = dl.diagnose(engine.run(run_id))
+    assert found.state == "running"
+    assert found.sentence.startswith("Running: waiting for 2 of 3 activities: 'fetch' at "
+                                     "position 2 (attempt 1 in flight")
+    assert "'fetch' at position 3" in found.sentence and "position 1" not in found.sentence
+
+
+def test_explore_crashes_crashes_at_each_point_of_each_concurrent_activity():
+    def world(clock):
+        return Payments(honor_keys=True)
+
+    def wf(ctx, items):
+        started = [ctx.start_activity("charge", ctx.world.charge, i, 1.0) for i in items]
+        return ctx.gather(*started)
+
+    def once_each(run, payments):
+        assert run.status == "completed" and payments.duplicate_effects == 0
+        assert len(payments.effects) == 2
+
+    report = dl.explore_crashes(wf, ["a", "b"], once_each, world=world)
+    crashed = report.frame[report.frame.point != "none"]
+    assert sorted(zip(crashed.position, crashed.point)) == [
+        (p, point) for p in (1, 2) for point in ("after_effect", "after_record",
+                                                 "before_activity")]
+    assert report.ok, report.broken
+
+
+def test_a_fork_that_copies_some_ends_of_started_work_runs_only_the_rest():
+    keys = []
+
+    def fetch(doc, idempotency_key=None):
+        keys.append(idempotency_key)
+        return doc
+
+    def wf(ctx, docs):
+        return ctx.gather(*[ctx.start_activity("fetch", fetch, d) for d in docs])
+
+    engine = dl.Engine()
+    run_id = engine.start(wf, ["a", "b", "c"], run_id="r",
+                          faults=[Latency("fetch", seconds=10.0, max_seconds=30.0)])
+    engine.run_until_idle()
+    history = engine.run(run_id).history
+    assert list(history.kind[:4]) == ["start_activity"] * 3 + ["activity"]
+    copied_end = int(history.handle.iloc[3])   # the first to end, at position 4
+    keys.clear()
+    fork = engine.fork(run_id, at=5)           # copies the three starts and that end
+    engine.run_until_idle()
+    forked = engine.run(fork)
+    assert (forked.status, forked.result) == ("completed", ["a", "b", "c"])
+    assert sorted(forked.history.handle.dropna().astype(int)) == [1, 2, 3]   # one end each
+    assert sorted(keys) == [f"{fork}:{p}" for p in (1, 2, 3) if p != copied_end]
+
+
 def test_history_with_concurrent_work_survives_export_and_load(tmp_path):
     engine = dl.Engine()
     run_id = engine.start(fan_out, ["a", "b"], run_id="r")
