@@ -30,6 +30,7 @@ import gc
 import json
 import os
 import pstats
+import re
 import shutil
 import subprocess
 import sys
@@ -146,6 +147,7 @@ def child(args) -> None:
                 for (file, _, function), (_, ncalls, tottime, *_) in stats.stats.items():
                     where = file.rpartition("/durablelab/")[2] if "/durablelab/" in file \
                         else "builtin" if file == "~" else Path(file).name
+                    function = re.sub(r" at 0x[0-9a-f]+", "", function)   # varies by run
                     kept = calls.setdefault(f"{where}:{function}", [0, 0.0])
                     kept[0] += ncalls
                     kept[1] += tottime
@@ -187,7 +189,8 @@ def compare_calls(before: Path, after: Path, n: int, rounds: int) -> None:
             for name, profiled in got.items():
                 kept = sides[side].setdefault(name, profiled)
                 for key, (ncalls, tottime) in profiled["calls"].items():
-                    kept["calls"][key][1] = min(kept["calls"][key][1], tottime)
+                    held = kept["calls"].setdefault(key, [ncalls, tottime])
+                    held[1] = min(held[1], tottime)
     for name in sides[0]:
         b, a = sides[0][name], sides[1][name]
         units = b["units"]
