@@ -29,7 +29,6 @@ import cProfile
 import gc
 import json
 import os
-import pstats
 import re
 import shutil
 import subprocess
@@ -142,16 +141,23 @@ def child(args) -> None:
                 sample()                                   # warm: imports, caches
                 profile = cProfile.Profile()
                 sample(profile)
-                stats = pstats.Stats(profile)
+                # The profiler's own entries, summed by name: pstats keys functions by
+                # (file, line, name), and every dataclass's __init__ is "<string>", line 1.
                 calls: dict[str, list] = {}   # function -> [calls, seconds in its own body]
-                for (file, _, function), (_, ncalls, tottime, *_) in stats.stats.items():
-                    where = file.rpartition("/durablelab/")[2] if "/durablelab/" in file \
-                        else "builtin" if file == "~" else Path(file).name
-                    function = re.sub(r" at 0x[0-9a-f]+", "", function)   # varies by run
-                    kept = calls.setdefault(f"{where}:{function}", [0, 0.0])
-                    kept[0] += ncalls
-                    kept[1] += tottime
-                out[name] = {"units": units, "total": stats.total_calls, "calls": calls}
+                for entry in profile.getstats():
+                    code = entry.code
+                    if isinstance(code, str):   # a built-in: named without its address
+                        key = "builtin:" + re.sub(r" at 0x[0-9a-f]+", "", code)
+                    else:
+                        file = code.co_filename
+                        where = file.rpartition("/durablelab/")[2] if "/durablelab/" in file \
+                            else Path(file).name
+                        key = f"{where}:{code.co_name}"
+                    kept = calls.setdefault(key, [0, 0.0])
+                    kept[0] += entry.callcount
+                    kept[1] += entry.inlinetime
+                total = sum(ncalls for ncalls, _ in calls.values())
+                out[name] = {"units": units, "total": total, "calls": calls}
         else:
             out = {}
             for _ in range(args.repeats):
