@@ -284,25 +284,33 @@ def test_a_crash_while_three_attempts_are_in_flight_recovers_each_of_them_once()
         ["a", "b", "c", "a+", "b+", "c+"])
 
 
+# What the service is called with, per mode, when the worker dies right after recording the
+# end of "a+" (the map's first charge) while "b+" is in flight: sync committed that end, so
+# only "b+" is called again; batch commits a turn when it is over, so the end of "a+" was
+# lost with its turn (the gather's ends, earlier turns, were not); exit commits nothing
+# before the run ends, so everything the dead worker did is done again.
+CALLED_AGAIN = {"sync": {"b+"}, "batch": {"a+", "b+"}, "exit": {"a", "b", "c", "a+", "b+"}}
+
+
 @pytest.mark.parametrize("durability", ["sync", "batch", "exit"])
 def test_each_durability_mode_keeps_its_promise_with_concurrent_work(tmp_path, durability):
     """A worker that dies (a Crash rule: the engine reloads from the store) recovers the
-    run in every mode; in 'exit' nothing of the run was committed, so its work runs again
-    (a key-honouring service still sees each effect once)."""
-    SERVICE["payments"] = Payments(honor_keys=True)
+    run in every mode, calling again what the mode did not commit (a key-honouring service
+    still makes each effect once)."""
+    payments = SERVICE["payments"] = Payments(honor_keys=True)
     engine = dl.Engine(tmp_path / "s.duckdb", durability=durability)
     plan = [Latency("charge", seconds=2.0), Crash("charge", point="after_record", position=[7])]
     run_id = engine.start(fan_out, ["a", "b", "c"], faults=plan, seed=2)
     engine.run_until_idle()
     run = engine.run(run_id)
-    assert run.status == "completed"
-    assert SERVICE["payments"].duplicate_effects == 0
-    calls = len(SERVICE["payments"].calls) if hasattr(SERVICE["payments"], "calls") else None
+    assert run.status == "completed" and len(run.crashes) == 1
+    assert payments.duplicate_effects == 0 and len(payments.effects) == 6
+    called = [call["args"]["customer"] for call in payments.calls]
+    assert {item for item in called if called.count(item) > 1} == CALLED_AGAIN[durability]
     engine.close()
     reopened = dl.Engine(tmp_path / "s.duckdb", read_only=True)
     assert reopened.run(run_id).result == run.result
     reopened.close()
-    del calls
 
 
 # --- child runs -----------------------------------------------------------------------------------
@@ -637,6 +645,25 @@ def test_explore_crashes_crashes_at_each_point_of_each_concurrent_activity():
         (p, point) for p in (1, 2) for point in ("after_effect", "after_record",
                                                  "before_activity")]
     assert report.ok, report.broken
+
+
+def test_replay_check_passes_concurrent_code_and_names_a_swapped_start():
+    SERVICE["payments"] = Payments(honor_keys=True)
+    engine = dl.Engine()
+    run_id = engine.start(fan_out, ["a", "b", "c"], run_id="r")
+    engine.run_until_idle()
+    run = engine.run(run_id)
+    assert dl.replay_check(fan_out, run).ok
+
+    @dl.versioning.version_of(fan_out)
+    def started_in_reverse(ctx, items):
+        handles = [ctx.start_activity("charge", charge, item, policy=PATIENT)
+                   for item in reversed(items)]
+        return ctx.gather(*handles)
+
+    report = dl.replay_check(started_in_reverse, run)
+    assert not report.ok
+    assert "at position 1" in str(report) and "ctx.start_activity('charge')" in str(report)
 
 
 def test_a_fork_that_copies_some_ends_of_started_work_runs_only_the_rest():
