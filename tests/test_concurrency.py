@@ -666,6 +666,27 @@ def test_replay_check_passes_concurrent_code_and_names_a_swapped_start():
     assert "at position 1" in str(report) and "ctx.start_activity('charge')" in str(report)
 
 
+def test_counterfactual_meets_a_started_activitys_failure_at_the_position_that_started_it():
+    def fetch(doc):
+        return doc.upper()
+
+    def wf(ctx, docs):
+        once = dl.RetryPolicy(max_attempts=1)
+        return ctx.gather(*[ctx.start_activity("fetch", fetch, d, policy=once) for d in docs])
+
+    engine = dl.Engine()
+    run_id = engine.start(wf, ["a", "b", "c"], run_id="r",
+                          faults=[ServerError("fetch", position=[2])])
+    engine.run_until_idle()
+    run = engine.run(run_id)
+    assert run.status == "failed"
+    again = dl.counterfactual(run, wf, policies=dl.RetryPolicy(max_attempts=2))
+    assert (again.status, again.result) == ("completed", ["A", "B", "C"])
+    tried = again.attempts.groupby("position").outcome.apply(list).to_dict()
+    assert tried == {1: ["ok"], 2: ["transient", "ok"], 3: ["ok"]}
+    assert any("fetch at position 2 (attempt 2)" in note for note in again.notes)
+
+
 def test_a_fork_that_copies_some_ends_of_started_work_runs_only_the_rest():
     keys = []
 
