@@ -774,6 +774,45 @@ def test_react_with_parallel_tools_runs_a_turns_calls_at_once_and_answers_in_cal
                                                         "model", "send_payment"]
 
 
+class Throttled(Exception):
+    status_code = 429   # a 429 without Retry-After: the policy's backoff decides the wait
+
+
+class QuoteAPI:
+    """A world whose API grants 10 requests at once, then 10 a second, to all runs."""
+
+    def __init__(self, clock):
+        from durablelab.sim.llm import TokenBucket
+        self.bucket = TokenBucket(rate=10.0, burst=10, clock=clock)
+
+    def quote(self, item):
+        if self.bucket.take() > 0:
+            raise Throttled("429 Too Many Requests")
+        return item
+
+
+def quotes_at_once(ctx, items):
+    return ctx.map("quote", ctx.world.quote, items, policy=PATIENT)
+
+
+def quotes_in_turn(ctx, items):
+    return [ctx.activity("quote", ctx.world.quote, item, policy=PATIENT) for item in items]
+
+
+def test_a_sweep_with_contention_shows_a_fan_out_multiplying_the_load_on_a_shared_api():
+    """Ten runs of four quotes, each taking a second, on one shared API: asked in turn,
+    ten requests arrive a second, which the API grants; fanned out, forty arrive at once
+    and thirty are refused, then retried."""
+    inputs = [[f"r{run}-q{k}" for k in range(4)] for run in range(10)]
+    common = dict(seeds=range(1), world=QuoteAPI, contention=True,
+                  fault_plans={"1 s": dl.FaultPlan([Latency("quote", seconds=1.0)])})
+    fanned = dl.sweep(quotes_at_once, inputs, **common).frame
+    in_turn = dl.sweep(quotes_in_turn, inputs, **common).frame
+    assert (fanned.status == "completed").all() and (in_turn.status == "completed").all()
+    assert in_turn.retries_rate_limited.sum() == 0 and in_turn.attempts.sum() == 40
+    assert fanned.retries_rate_limited.sum() >= 30 and fanned.attempts.sum() >= 70
+
+
 def test_sweep_metrics_count_a_started_activitys_retries_once_as_compare_does():
     from durablelab.faults import RateLimit
 
