@@ -819,8 +819,14 @@ def test_sweep_metrics_count_a_started_activitys_retries_once_as_compare_does():
     def wf(ctx, _):
         return ctx.gather(ctx.start_activity("a", lambda: 1), ctx.start_activity("b", lambda: 2))
 
-    ex = dl.sweep(wf, [None], fault_plans={"p": dl.FaultPlan([RateLimit("b", attempts=[1, 2])])},
-                  seeds=[0])
+    plan = dl.FaultPlan([RateLimit("b", attempts=[1, 2])])
+    ex = dl.sweep(wf, [None], fault_plans={"p": plan}, seeds=[0])
     row = ex.frame.iloc[0]
+    assert (row.attempts, row.activities, row.retries, row.retries_rate_limited,
+            row.retries_other) == (4, 2, 2, 2, 0)
+    engine = dl.Engine()
+    run_id = engine.start(wf, None, faults=plan, seed=0)
+    engine.run_until_idle()
+    row = dl.compare([engine.run(run_id)]).iloc[0]
     assert (row.attempts, row.activities, row.retries, row.retries_rate_limited,
             row.retries_other) == (4, 2, 2, 2, 0)
