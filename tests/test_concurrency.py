@@ -466,6 +466,10 @@ def test_a_cancelled_run_ends_cancelled_wherever_it_was_blocked(blocked_in):
     assert run.ended_at == pytest.approx(100.0)
     if blocked_in in ("attempt", "handles"):   # abandoned, and recorded so
         assert set(run.attempts.outcome) >= {"canceled"}
+        engine.advance(1000)                    # the answers due at 500 s come late
+        late = engine.run(run_id)
+        assert late.status == "cancelled" and "ok" not in set(late.attempts.outcome)
+        assert not ((late.history.kind == "activity") & late.history.ok.astype(bool)).any()
     with pytest.raises(dl.RunFinishedError, match="already cancelled"):
         engine.cancel(run_id)
 
