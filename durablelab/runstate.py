@@ -106,6 +106,8 @@ class RunState:
     input_kept: tuple | bool | None = field(default=None, repr=False)   # see input()
 
     def __post_init__(self):
+        if self.history:   # events given at once (a fork copies them): which ends they hold
+            self.closed = {e.handle for e in self.history if e.handle is not None}
         if self.options_json:
             (self.timeout, self.budget, self.forked_from, self.overrides,
              self.child_of) = _options(self.options_json)

@@ -284,25 +284,33 @@ def test_a_crash_while_three_attempts_are_in_flight_recovers_each_of_them_once()
         ["a", "b", "c", "a+", "b+", "c+"])
 
 
+# What the service is called with, per mode, when the worker dies right after recording the
+# end of "a+" (the map's first charge) while "b+" is in flight: sync committed that end, so
+# only "b+" is called again; batch commits a turn when it is over, so the end of "a+" was
+# lost with its turn (the gather's ends, earlier turns, were not); exit commits nothing
+# before the run ends, so everything the dead worker did is done again.
+CALLED_AGAIN = {"sync": {"b+"}, "batch": {"a+", "b+"}, "exit": {"a", "b", "c", "a+", "b+"}}
+
+
 @pytest.mark.parametrize("durability", ["sync", "batch", "exit"])
 def test_each_durability_mode_keeps_its_promise_with_concurrent_work(tmp_path, durability):
     """A worker that dies (a Crash rule: the engine reloads from the store) recovers the
-    run in every mode; in 'exit' nothing of the run was committed, so its work runs again
-    (a key-honouring service still sees each effect once)."""
-    SERVICE["payments"] = Payments(honor_keys=True)
+    run in every mode, calling again what the mode did not commit (a key-honouring service
+    still makes each effect once)."""
+    payments = SERVICE["payments"] = Payments(honor_keys=True)
     engine = dl.Engine(tmp_path / "s.duckdb", durability=durability)
     plan = [Latency("charge", seconds=2.0), Crash("charge", point="after_record", position=[7])]
     run_id = engine.start(fan_out, ["a", "b", "c"], faults=plan, seed=2)
     engine.run_until_idle()
     run = engine.run(run_id)
-    assert run.status == "completed"
-    assert SERVICE["payments"].duplicate_effects == 0
-    calls = len(SERVICE["payments"].calls) if hasattr(SERVICE["payments"], "calls") else None
+    assert run.status == "completed" and len(run.crashes) == 1
+    assert payments.duplicate_effects == 0 and len(payments.effects) == 6
+    called = [call["args"]["customer"] for call in payments.calls]
+    assert {item for item in called if called.count(item) > 1} == CALLED_AGAIN[durability]
     engine.close()
     reopened = dl.Engine(tmp_path / "s.duckdb", read_only=True)
     assert reopened.run(run_id).result == run.result
     reopened.close()
-    del calls
 
 
 # --- child runs -----------------------------------------------------------------------------------
@@ -458,6 +466,10 @@ def test_a_cancelled_run_ends_cancelled_wherever_it_was_blocked(blocked_in):
     assert run.ended_at == pytest.approx(100.0)
     if blocked_in in ("attempt", "handles"):   # abandoned, and recorded so
         assert set(run.attempts.outcome) >= {"canceled"}
+        engine.advance(1000)                    # the answers due at 500 s come late
+        late = engine.run(run_id)
+        assert late.status == "cancelled" and "ok" not in set(late.attempts.outcome)
+        assert not ((late.history.kind == "activity") & late.history.ok.astype(bool)).any()
     with pytest.raises(dl.RunFinishedError, match="already cancelled"):
         engine.cancel(run_id)
 
@@ -602,6 +614,109 @@ def test_idempotency_key_inside_an_activity_is_the_attempts_key():
         dl.idempotency_key()
 
 
+def test_diagnose_names_the_started_activities_a_run_still_waits_for():
+    def fetch(seconds):
+        return dl.sim.after(seconds, value=seconds)
+
+    def wf(ctx, waits):
+        return ctx.gather(*[ctx.start_activity("fetch", fetch, s) for s in waits])
+
+    engine = dl.Engine()
+    run_id = engine.start(wf, [10, 30, 20], run_id="r")
+    engine.advance(15)
+    found = dl.diagnose(engine.run(run_id))
+    assert found.state == "running"
+    assert found.sentence.startswith("Running: waiting for 2 of 3 activities: 'fetch' at "
+                                     "position 2 (attempt 1 in flight")
+    assert "'fetch' at position 3" in found.sentence and "position 1" not in found.sentence
+
+
+def test_explore_crashes_crashes_at_each_point_of_each_concurrent_activity():
+    def world(clock):
+        return Payments(honor_keys=True)
+
+    def wf(ctx, items):
+        started = [ctx.start_activity("charge", ctx.world.charge, i, 1.0) for i in items]
+        return ctx.gather(*started)
+
+    def once_each(run, payments):
+        assert run.status == "completed" and payments.duplicate_effects == 0
+        assert len(payments.effects) == 2
+
+    report = dl.explore_crashes(wf, ["a", "b"], once_each, world=world)
+    crashed = report.frame[report.frame.point != "none"]
+    assert sorted(zip(crashed.position, crashed.point)) == [
+        (p, point) for p in (1, 2) for point in ("after_effect", "after_record",
+                                                 "before_activity")]
+    assert report.ok, report.broken
+
+
+def test_replay_check_passes_concurrent_code_and_names_a_swapped_start():
+    SERVICE["payments"] = Payments(honor_keys=True)
+    engine = dl.Engine()
+    run_id = engine.start(fan_out, ["a", "b", "c"], run_id="r")
+    engine.run_until_idle()
+    run = engine.run(run_id)
+    assert dl.replay_check(fan_out, run).ok
+
+    @dl.versioning.version_of(fan_out)
+    def started_in_reverse(ctx, items):
+        handles = [ctx.start_activity("charge", charge, item, policy=PATIENT)
+                   for item in reversed(items)]
+        return ctx.gather(*handles)
+
+    report = dl.replay_check(started_in_reverse, run)
+    assert not report.ok
+    assert "at position 1" in str(report) and "ctx.start_activity('charge')" in str(report)
+
+
+def test_counterfactual_meets_a_started_activitys_failure_at_the_position_that_started_it():
+    def fetch(doc):
+        return doc.upper()
+
+    def wf(ctx, docs):
+        once = dl.RetryPolicy(max_attempts=1)
+        return ctx.gather(*[ctx.start_activity("fetch", fetch, d, policy=once) for d in docs])
+
+    engine = dl.Engine()
+    run_id = engine.start(wf, ["a", "b", "c"], run_id="r",
+                          faults=[ServerError("fetch", position=[2])])
+    engine.run_until_idle()
+    run = engine.run(run_id)
+    assert run.status == "failed"
+    again = dl.counterfactual(run, wf, policies=dl.RetryPolicy(max_attempts=2))
+    assert (again.status, again.result) == ("completed", ["A", "B", "C"])
+    tried = again.attempts.groupby("position").outcome.apply(list).to_dict()
+    assert tried == {1: ["ok"], 2: ["transient", "ok"], 3: ["ok"]}
+    assert any("fetch at position 2 (attempt 2)" in note for note in again.notes)
+
+
+def test_a_fork_that_copies_some_ends_of_started_work_runs_only_the_rest():
+    keys = []
+
+    def fetch(doc, idempotency_key=None):
+        keys.append(idempotency_key)
+        return doc
+
+    def wf(ctx, docs):
+        return ctx.gather(*[ctx.start_activity("fetch", fetch, d) for d in docs])
+
+    engine = dl.Engine()
+    run_id = engine.start(wf, ["a", "b", "c"], run_id="r",
+                          faults=[Latency("fetch", seconds=10.0, max_seconds=30.0)])
+    engine.run_until_idle()
+    history = engine.run(run_id).history
+    assert list(history.kind[:4]) == ["start_activity"] * 3 + ["activity"]
+    copied_end = int(history.handle.iloc[3])   # the first to end, at position 4
+    keys.clear()
+    fork = engine.fork(run_id, at=5)           # copies the three starts and that end
+    engine.run_until_idle()
+    forked = engine.run(fork)
+    assert (forked.status, forked.result) == ("completed", ["a", "b", "c"])
+    assert sorted(forked.history.handle.dropna().astype(int)) == [1, 2, 3]   # one end each
+    assert sorted(keys) == [f"{fork}:{p}" for p in (1, 2, 3) if p != copied_end]
+
+
 def test_history_with_concurrent_work_survives_export_and_load(tmp_path):
     engine = dl.Engine()
     run_id = engine.start(fan_out, ["a", "b"], run_id="r")
@@ -663,14 +778,59 @@ def test_react_with_parallel_tools_runs_a_turns_calls_at_once_and_answers_in_cal
                                                         "model", "send_payment"]
 
 
+class Throttled(Exception):
+    status_code = 429   # a 429 without Retry-After: the policy's backoff decides the wait
+
+
+class QuoteAPI:
+    """A world whose API grants 10 requests at once, then 10 a second, to all runs."""
+
+    def __init__(self, clock):
+        from durablelab.sim.llm import TokenBucket
+        self.bucket = TokenBucket(rate=10.0, burst=10, clock=clock)
+
+    def quote(self, item):
+        if self.bucket.take() > 0:
+            raise Throttled("429 Too Many Requests")
+        return item
+
+
+def quotes_at_once(ctx, items):
+    return ctx.map("quote", ctx.world.quote, items, policy=PATIENT)
+
+
+def quotes_in_turn(ctx, items):
+    return [ctx.activity("quote", ctx.world.quote, item, policy=PATIENT) for item in items]
+
+
+def test_a_sweep_with_contention_shows_a_fan_out_multiplying_the_load_on_a_shared_api():
+    """Ten runs of four quotes, each taking a second, on one shared API: asked in turn,
+    ten requests arrive a second, which the API grants; fanned out, forty arrive at once
+    and thirty are refused, then retried."""
+    inputs = [[f"r{run}-q{k}" for k in range(4)] for run in range(10)]
+    common = dict(seeds=range(1), world=QuoteAPI, contention=True,
+                  fault_plans={"1 s": dl.FaultPlan([Latency("quote", seconds=1.0)])})
+    fanned = dl.sweep(quotes_at_once, inputs, **common).frame
+    in_turn = dl.sweep(quotes_in_turn, inputs, **common).frame
+    assert (fanned.status == "completed").all() and (in_turn.status == "completed").all()
+    assert in_turn.retries_rate_limited.sum() == 0 and in_turn.attempts.sum() == 40
+    assert fanned.retries_rate_limited.sum() >= 30 and fanned.attempts.sum() >= 70
+
+
 def test_sweep_metrics_count_a_started_activitys_retries_once_as_compare_does():
     from durablelab.faults import RateLimit
 
     def wf(ctx, _):
         return ctx.gather(ctx.start_activity("a", lambda: 1), ctx.start_activity("b", lambda: 2))
 
-    ex = dl.sweep(wf, [None], fault_plans={"p": dl.FaultPlan([RateLimit("b", attempts=[1, 2])])},
-                  seeds=[0])
+    plan = dl.FaultPlan([RateLimit("b", attempts=[1, 2])])
+    ex = dl.sweep(wf, [None], fault_plans={"p": plan}, seeds=[0])
     row = ex.frame.iloc[0]
+    assert (row.attempts, row.activities, row.retries, row.retries_rate_limited,
+            row.retries_other) == (4, 2, 2, 2, 0)
+    engine = dl.Engine()
+    run_id = engine.start(wf, None, faults=plan, seed=0)
+    engine.run_until_idle()
+    row = dl.compare([engine.run(run_id)]).iloc[0]
     assert (row.attempts, row.activities, row.retries, row.retries_rate_limited,
             row.retries_other) == (4, 2, 2, 2, 0)

@@ -349,6 +349,40 @@ def test_long_history_draws_one_bar_per_mode(engine):
     assert "step 152 of 152 · position 152" in explorer.tape.value
 
 
+@dl.workflow
+def _searcher(ctx, topic):
+    return ctx.activity("search", str.upper, topic)
+
+
+def _fan_out(ctx, docs):
+    found = ctx.gather(*[ctx.start_activity("fetch", str.upper, d) for d in docs])
+    return found + [ctx.child(_searcher, "owls")]
+
+
+def test_the_end_of_started_work_is_named_as_the_end_of_its_start(engine):
+    run_id = engine.start(_fan_out, ["a", "b"], run_id="fan",
+                          faults=[dl.faults.Latency("fetch", seconds=5.0)])
+    engine.run_until_idle()
+    run = engine.run(run_id)
+    ends = run.history[run.history.handle.notna()]
+    assert [(p, k, int(h)) for p, k, h in zip(ends.position, ends.kind, ends.handle)] == [
+        (3, "activity", 1), (4, "activity", 2), (6, "child", 5)]
+    explorer = dl.viz.ReplayExplorer(run)             # the last wake-up replays all six
+    explorer.slider.value = 4
+    assert ("the end of ctx.start_activity(&#x27;fetch&#x27;) at position 2"
+            in explorer.event_html)
+    assert ("History holds <code>the end of ctx.start_activity(&#x27;fetch&#x27;) at "
+            "position 2</code>: the code waiting for it got the recorded answer back, and "
+            "the activity function did not run.") in explorer.code_html
+    explorer.slider.value = 6
+    child = html.escape(repr(run.history.name.iloc[5]))
+    assert (f"the end of ctx.start_child({child}) at position 5" in explorer.event_html
+            and "the child run was not started again" in explorer.code_html)
+    explorer.slider.value = 1                         # a start is a call of its own
+    assert "The code asked for <code>ctx.start_activity(&#x27;fetch&#x27;)</code>" in \
+        explorer.code_html
+
+
 def test_source_that_is_not_available_is_said_so(run):
     history = run.history.copy()
     history["call_site"] = "/nowhere/workflows.py:12"

@@ -88,9 +88,13 @@ WAIT_ENDS = {"timer_fired": ("ctx.sleep()", "the timer fired"),
              "signal_timeout": ("ctx.wait_signal({})", "its deadline passed first")}
 
 
-def call_text(kind: str, name: str, value: Any = None) -> str:
-    """The ctx call that records an event of `kind`, in the words the code used."""
+def call_text(kind: str, name: str, value: Any = None, handle: Any = None) -> str:
+    """The ctx call that records an event of `kind`, in the words the code used; for the
+    end of work started concurrently (`handle`: the position that started it), that start."""
     quoted = repr(name)
+    if not _missing(handle):
+        started = "ctx.start_child" if kind == "child" else "ctx.start_activity"
+        return f"the end of {started}({quoted}) at position {_int(handle)}"
     seconds = value.get("seconds") if isinstance(value, dict) else None
     return {
         "activity": f"ctx.activity({quoted})",
@@ -470,8 +474,8 @@ class ReplayExplorer:
                 mode = self._mode(step)
                 background, text, border = COLOURS[mode]
                 event = self._events.get(position)
-                what = (call_text(event["kind"], event["name"], event.get("value"))
-                        if event else "no event")
+                what = (call_text(event["kind"], event["name"], event.get("value"),
+                                  event.get("handle")) if event else "no event")
                 outline = "outline:2px solid #202124;" if step == current else ""
                 cells.append(
                     f'<div title="{html.escape(f"position {position}: {what} ({mode})")}" '
@@ -513,8 +517,9 @@ class ReplayExplorer:
             return _pane(title, f"<p>History has no event at position {position} (what was "
                                 f"recorded there was not kept).</p>")
         value, kind = event.get("value"), str(event["kind"])
+        call = call_text(kind, event["name"], value, event.get("handle"))
         rows = [("position", html.escape(str(position))),
-                ("call", f"<code>{html.escape(call_text(kind, event['name'], value))}</code>"),
+                ("call", f"<code>{html.escape(call)}</code>"),
                 ("kind", html.escape(kind)),
                 ("name", html.escape(str(event["name"]))),
                 ("value", f"<code>{html.escape(_short(value, decode=self._imported))}</code>")]
@@ -595,6 +600,15 @@ class ReplayExplorer:
                 return (f"The code reached {wait}; history says the wait already ended "
                         f"({ending}), so it did not wait again.")
             return f"The wait in {wait} ended in this wake-up ({ending}), and that was recorded."
+        handle = event.get("handle")
+        if not _missing(handle):   # the end of work the code started earlier, not a call
+            end = f"<code>{html.escape(call_text(kind, name, handle=handle))}</code>"
+            if mode == REPLAYED:
+                ran = ("the child run was not started again" if kind == "child"
+                       else "the activity function did not run")
+                return (f"History holds {end}: the code waiting for it got the recorded "
+                        f"answer back, and {ran}.")
+            return f"Recorded in this wake-up: {end}, which the code was waiting for."
         call = f"<code>{html.escape(call_text(kind, name, event.get('value')))}</code>"
         if mode == REPLAYED:
             ran = ("the activity function did not run" if kind == "activity"
