@@ -26,6 +26,7 @@ import json
 import math
 import re
 from pathlib import Path
+from typing import Callable
 
 import duckdb
 import pyarrow as pa
@@ -100,18 +101,23 @@ def _event_fields(body: str) -> list | None:
 _MISSING = (None,) * (len(EVENT_COLS) - 2)
 
 
-def decoded(rows, payloads: dict | None = None) -> tuple[list, list]:
+def decoded(rows, payloads: Callable[[list], dict] | None = None) -> tuple[list, list]:
     """(events, damaged) of event_log rows: events in the `events` view's shape, with the
     body decoded here (json.loads is cheaper than twelve JSON extractions a row in the
-    view), and a value stored by reference taken from `payloads` (digest -> text); a body
+    view), and a value stored by reference taken from `payloads(digests)` (digest -> text,
+    asked once, for the digests these bodies name, and only if they name any); a body
     that does not decode, or names a payload that is missing or does not match its
     digest, is listed under damaged instead (see `screened`): its run is set aside."""
+    rows = [(run_id, position, _event_fields(body)) for run_id, position, body in rows]
+    named = [fields[-1] for _, _, fields in rows
+             if fields is not None and len(fields) == len(EVENT_COLS) - 1
+             and isinstance(fields[-1], str)]
+    found = payloads(named) if named and payloads is not None else {}
     events, damaged = [], []
-    for run_id, position, body in rows:
-        fields = _event_fields(body)
+    for run_id, position, fields in rows:
         if fields is not None and len(fields) == len(EVENT_COLS) - 1:   # a payload's digest
             digest = fields.pop()
-            text = (payloads or {}).get(digest) if isinstance(digest, str) else None
+            text = found.get(digest) if isinstance(digest, str) else None
             if text is None or payload_digest(text) != digest:
                 damaged.append((run_id, position, f"its value is stored by reference "
                                 f"(payload {str(digest)[:16]}…) and that payload is "
@@ -497,17 +503,19 @@ class Store:
                  "signals": "run_id, seq", "faults": "run_id, fired_at",
                  "wakeups": "run_id, woke_at"}
         out = {}
-        payloads = dict(self.fetch(
-            f"SELECT digest, body FROM payloads WHERE digest IN (SELECT body ->> '$[14]' "
-            f"FROM event_log WHERE run_id IN ({runs}))", params))
         out["events"], out["damaged"] = decoded(self.fetch(
             f"SELECT run_id, position, body FROM event_log WHERE run_id IN ({runs}) "
-            f"ORDER BY run_id, position", params), payloads)
+            f"ORDER BY run_id, position", params), self._payloads)
         for table, record in RECORDS.items():
             out[table] = [] if table not in tables else as_records(record, self.fetch(
                 f"SELECT {', '.join(record._fields)} FROM {table} "
                 f"WHERE run_id IN ({runs}) ORDER BY {order[table]}", params))
         return screened(out)
+
+    def _payloads(self, digests: list) -> dict:
+        """digest -> text of the stored payloads among `digests`."""
+        return dict(self.fetch("SELECT digest, body FROM payloads "
+                               "WHERE list_contains(?, digest)", [sorted(set(digests))]))
 
     def save_clock(self, instant: float) -> None:
         """Remember the engine's clock, so an engine opened later does not start earlier."""
