@@ -677,7 +677,7 @@ class _Reader:
             if dtype in RESTORED_DTYPES and found != dtype:
                 try:
                     frame[column] = frame[column].astype(dtype)
-                except (TypeError, ValueError) as exc:
+                except (TypeError, ValueError, OverflowError) as exc:   # 10**30 in int64
                     raise self.fail(self.lines[run_id], f"column {column!r} of frame {name!r} "
                                     f"(run {run_id!r}) does not fit its dtype {dtype}: "
                                     f"{exc}") from None

@@ -405,6 +405,20 @@ def test_a_notebook_cell_registered_in_linecache_still_shows_its_lines(run):
         linecache.cache.pop(name, None)
 
 
+def test_a_wake_up_claiming_millions_of_positions_stays_small(run):
+    """A crafted export's wake-up row says it replayed 10**9 positions: the explorer made a
+    list of every one (23 GB before the kernel killed it). It walks history, then at most
+    LOST_POSITIONS more (records a crash lost). 3 * 10**6 here keeps an old build's failure
+    affordable."""
+    from durablelab.viz.explorer import LOST_POSITIONS
+    wakeups = run.wakeups.copy()
+    wakeups["replayed"] = 3_000_000
+    wakeups["recorded"] = 3_000_000
+    explorer = dl.viz.ReplayExplorer(without_engine(run, wakeups=wakeups))
+    assert explorer.steps <= len(run.history) + LOST_POSITIONS
+    assert "step 1 of" in explorer.static_html()
+
+
 def test_run_without_wakeups_shows_a_message_instead_of_raising(run):
     empty = without_engine(run, wakeups=run.wakeups.iloc[0:0])
     explorer = dl.viz.ReplayExplorer(empty)

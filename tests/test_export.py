@@ -303,6 +303,8 @@ CRAFTED = [
      lambda r: [*r[:2], json.dumps(r[2]).replace('"recorded_at": 0.0', '"recorded_at": '
                                                  '-1E+999'), *r[3:]], 3,
      r"the number -1E\+999 is beyond a float's range"),
+    ("an integer past int64", edit(lambda r: r[2]["data"].update(position=10**30)), 2,
+     r"column 'position' of frame 'history' \(run 'screen'\) does not fit its dtype int64"),
     ("a base64 pickle line", lambda r: [*r[:2], B64_PICKLE, *r[2:]], 3,
      r"invalid JSON .*looks like a base64-encoded Python pickle.*never unpickles"),
     ("a base64 pickle as the error", edit(lambda r: set_error(r, B64_PICKLE)), 2,

@@ -41,6 +41,7 @@ CONTEXT_LINES = 2    # source lines shown on each side of the line that made the
 TAPE_CELLS = 100     # past this many steps the tape draws one bar per mode
 STATIC_STEPS = 200   # the static copy writes out at most this many steps in all
 SOURCE_BYTES = 4_000_000   # a call site's file is read only up to this size
+LOST_POSITIONS = 10_000     # positions shown past the end of history (lost records)
 
 
 def human(seconds: float) -> str:
@@ -299,6 +300,9 @@ class ReplayExplorer:
             return [(positions[:replayed], done.get(index, []))
                     for index, (_, _, replayed, _) in enumerate(self._wakeups)]
         longest = max((r + n for _, _, r, n in self._wakeups), default=0)
+        # Lost records are a wake-up's worth or a few; a file claiming 10**9 (a crafted
+        # one) must not make a list of 10**9 positions.
+        longest = min(longest, len(positions) + LOST_POSITIONS)
         while len(positions) < longest:
             positions.append(positions[-1] + 1 if positions else 1)
         return [(positions[:replayed], positions[replayed:replayed + recorded])
