@@ -53,6 +53,8 @@ def duration_words(seconds) -> str:
         return "?"
     if math.isnan(seconds):
         return "?"
+    if seconds == math.inf:   # no whole units to count (round() would raise)
+        return "forever"
     if seconds < 60:
         return f"{seconds:.3g} s" if seconds < 10 else f"{seconds:.4g} s"
     parts, rest = [], round(seconds)

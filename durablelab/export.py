@@ -412,8 +412,19 @@ def _reject_constant(name: str):
     raise BadValue(f"{name} is not JSON")
 
 
+def _finite(text: str) -> float:
+    """A JSON number as a float, refused when it is beyond float's range: JSON's grammar
+    allows 1e999, which Python reads as infinity, and an export never holds one (`export`
+    writes strict JSON), so a time of 1e999 is a crafted file, not a run to draw."""
+    number = float(text)
+    if not math.isfinite(number):
+        raise BadValue(f"the number {text[:40]} is beyond a float's range (an export holds "
+                       f"finite numbers only)")
+    return number
+
+
 def _parse_json(text: str) -> Any:
-    return json.loads(text, parse_constant=_reject_constant)
+    return json.loads(text, parse_constant=_reject_constant, parse_float=_finite)
 
 
 def _looks_pickled(value: Any) -> bool:
@@ -670,7 +681,7 @@ class _Reader:
             elif dtype in RESTORED_DTYPES and found != dtype:
                 try:
                     frame[column] = frame[column].astype(dtype)
-                except (TypeError, ValueError) as exc:
+                except (TypeError, ValueError, OverflowError) as exc:   # 10**30 in int64
                     raise self.fail(self.lines[run_id], f"column {column!r} of frame {name!r} "
                                     f"(run {run_id!r}) does not fit its dtype {dtype}: "
                                     f"{exc}") from None

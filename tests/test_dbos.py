@@ -485,3 +485,52 @@ def test_a_crash_rule_ends_the_process_like_kill9_and_recovery_passes_each_point
         [3, "before_activity"], [6, "after_effect"], [9, "after_record"], [12, "during_wait"]]
     assert run.attempts[run.attempts.position == 12].outcome.tolist() == ["rate_limited", "ok"]
     assert (run.attempts.outcome == "crashed").sum() == 1
+
+
+# --- a stranger's system database --------------------------------------------------------
+
+
+def crafted_system_db(path, status=("w", "flow", "SUCCESS", 1000, 2000, None),
+                      inputs='{"positionalArgs": [1]}', steps=()):
+    """The tables and columns from_dbos reads, by hand, holding what a crafted file may."""
+    con = sqlite3.connect(path)
+    con.executescript(
+        "CREATE TABLE workflow_status (workflow_uuid, name, status, created_at, updated_at, "
+        "serialization); CREATE TABLE workflow_input (workflow_uuid, inputs); "
+        "CREATE TABLE workflow_output (workflow_uuid, output, error); "
+        "CREATE TABLE operation_outputs (workflow_uuid, function_id, function_name, output, "
+        "error, started_at_epoch_ms, completed_at_epoch_ms, serialization); "
+        "CREATE TABLE notifications (destination_uuid, topic, consumed_by_function_id);")
+    con.execute("INSERT INTO workflow_status VALUES (?, ?, ?, ?, ?, ?)", status)
+    con.execute("INSERT INTO workflow_input VALUES ('w', ?)", (inputs,))
+    for step in steps:
+        con.execute("INSERT INTO operation_outputs VALUES ('w', ?, ?, ?, ?, ?, ?, ?)", step)
+    con.commit()
+    con.close()
+    return f"sqlite:///{path}"
+
+
+PAY = (1, "pay", '{"a": 1}', None, 1000, 1500, None)
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"status": ("w", "flow", "SUCCESS", "yesterday", 2000, None)}, "status, input or first"),
+    ({"inputs": "[1, 2]"}, "status, input or first"),
+    ({"inputs": "[" * 100_000 + "]" * 100_000}, "the workflow input is not JSON"),
+    ({"steps": [(1, "durablelab.attempt", '{"ok": true}', None, 1000, 1500, None)]},
+     "step 1 of operation_outputs"),
+    ({"steps": [(1, 5, '{"a": 1}', None, 1000, 1500, None)]}, "step 1 of operation_outputs"),
+    ({"steps": [(1, "pay", 5, None, 1000, 1500, None)]}, r"step 1 \(pay\) is not JSON"),
+    ({"steps": [(1, "pay", None, "[1]", 1000, 1500, None)]}, "step 1 of operation_outputs"),
+])
+def test_a_crafted_system_database_is_refused_naming_the_row(tmp_path, change, words):
+    """Each raised TypeError, KeyError, AttributeError or RecursionError before."""
+    url = crafted_system_db(tmp_path / "dbos.sqlite", **change)
+    with pytest.raises(DBOSReadError, match=words) as info:
+        dl.from_dbos(url, "w")
+    assert info.value.what == "row"
+
+
+def test_the_crafted_database_reads_when_nothing_is_bent(tmp_path):
+    run = dl.from_dbos(crafted_system_db(tmp_path / "dbos.sqlite", steps=[PAY]), "w")
+    assert (run.status, run.history.name.tolist()) == ("completed", ["pay"])

@@ -6,6 +6,7 @@ import dataclasses
 import html
 import inspect
 import linecache
+import os
 import re
 from pathlib import Path
 
@@ -389,6 +390,67 @@ def test_source_that_is_not_available_is_said_so(run):
     explorer = dl.viz.ReplayExplorer(without_engine(run, history=history))
     assert "/nowhere/workflows.py:12" in explorer.code_html
     assert "The source of this line is not available here" in explorer.code_html
+
+
+def site_everywhere(run, call_site):
+    history = run.history.copy()
+    history["call_site"] = call_site
+    return dl.viz.ReplayExplorer(without_engine(run, history=history))
+
+
+@pytest.mark.parametrize("name", ["id_rsa", "settings.cfg", ".env"])
+def test_a_call_site_naming_a_file_that_is_not_python_source_is_not_read(run, tmp_path, name):
+    """A stranger's export names the call site: a private file must not reach the explorer,
+    nor the HTML static_html writes for sharing."""
+    secret = tmp_path / name
+    secret.write_text("first\nAWS_SECRET=hunter2\nthird\n")
+    explorer = site_everywhere(run, f"{secret}:2")
+    assert "hunter2" not in explorer.code_html and "hunter2" not in explorer.static_html()
+    assert "The source of this line is not available here" in explorer.code_html
+
+
+@pytest.mark.parametrize("target", ["/dev/zero", "fifo.py", "zero.py"])
+def test_a_call_site_naming_a_device_or_a_fifo_does_not_hang(run, tmp_path, target):
+    """linecache reads a whole file: /dev/zero never ends and a FIFO blocks for ever."""
+    if target == "fifo.py":
+        target = tmp_path / target
+        os.mkfifo(target)
+    elif target == "zero.py":
+        target = tmp_path / target
+        target.symlink_to("/dev/zero")
+    explorer = site_everywhere(run, f"{target}:1")
+    assert "The source of this line is not available here" in explorer.code_html
+
+
+def test_a_call_site_in_python_source_still_shows_its_lines(run, tmp_path):
+    source = tmp_path / "workflows.py"
+    source.write_text("def flow(ctx, _):\n    return ctx.activity('step', step)\n")
+    explorer = site_everywhere(run, f"{source}:2")
+    assert "ctx.activity(&#x27;step&#x27;, step)" in explorer.code_html
+
+
+def test_a_notebook_cell_registered_in_linecache_still_shows_its_lines(run):
+    name = "/tmp/ipykernel_0/cell-explorer-test.py"     # as IPython registers a cell
+    linecache.cache[name] = (40, None, ["x = 1\n", "y = ctx.activity('cell_step', f)\n"], name)
+    try:
+        explorer = site_everywhere(run, f"{name}:2")
+        assert "cell_step" in explorer.code_html and "(a notebook cell)" in explorer.code_html
+    finally:
+        linecache.cache.pop(name, None)
+
+
+def test_a_wake_up_claiming_millions_of_positions_stays_small(run):
+    """A crafted export's wake-up row says it replayed 10**9 positions: the explorer made a
+    list of every one (23 GB before the kernel killed it). It walks history, then at most
+    LOST_POSITIONS more (records a crash lost). 3 * 10**6 here keeps an old build's failure
+    affordable."""
+    from durablelab.viz.explorer import LOST_POSITIONS
+    wakeups = run.wakeups.copy()
+    wakeups["replayed"] = 3_000_000
+    wakeups["recorded"] = 3_000_000
+    explorer = dl.viz.ReplayExplorer(without_engine(run, wakeups=wakeups))
+    assert explorer.steps <= len(run.history) + LOST_POSITIONS
+    assert "step 1 of" in explorer.static_html()
 
 
 def test_run_without_wakeups_shows_a_message_instead_of_raising(run):

@@ -297,6 +297,15 @@ CRAFTED = [
     ("NaN is not JSON",
      lambda r: [*r[:2], json.dumps(r[2]).replace('"position": 1', '"position": NaN'), *r[3:]],
      3, r"invalid JSON \(NaN is not JSON\)"),
+    ("1e999 is JSON's infinity",
+     lambda r: [r[0], json.dumps(r[1]).replace('"started_at": 0.0', '"started_at": 1e999'),
+                *r[2:]], 2, r"invalid JSON \(the number 1e999 is beyond a float's range"),
+    ("an infinite number inside a value",
+     lambda r: [*r[:2], json.dumps(r[2]).replace('"recorded_at": 0.0', '"recorded_at": '
+                                                 '-1E+999'), *r[3:]], 3,
+     r"the number -1E\+999 is beyond a float's range"),
+    ("an integer past int64", edit(lambda r: r[2]["data"].update(position=10**30)), 2,
+     r"column 'position' of frame 'history' \(run 'screen'\) does not fit its dtype int64"),
     ("a base64 pickle line", lambda r: [*r[:2], B64_PICKLE, *r[2:]], 3,
      r"invalid JSON .*looks like a base64-encoded Python pickle.*never unpickles"),
     ("a base64 pickle as the error", edit(lambda r: set_error(r, B64_PICKLE)), 2,
@@ -324,6 +333,23 @@ def test_crafted_json_lines_fail_naming_file_line_and_problem(jsonl, tmp_path, c
     assert str(bad) in str(err) and err.problem in str(err)
     if line is not None:
         assert f"(line {line})" in str(err)
+
+
+@pytest.mark.parametrize("instant", [1e30, -1e30, 1.7e308])
+def test_times_past_any_calendar_still_show_in_every_view(jsonl, tmp_path, instant):
+    """A finite time can be past what datetime holds (a store may hold one too): the views
+    say the number rather than raise OverflowError."""
+    def times(records):
+        for record in records:
+            if record["record"] == "run":
+                record["data"]["started_at"] = instant
+                record["data"]["ended_at"] = instant if record["data"]["ended_at"] else None
+        return records
+    loaded = load(rewrite(jsonl, tmp_path / "far.jsonl", times))
+    for run in loaded:
+        assert f"t = {instant:.6g} s" in run._repr_html_()
+        dl.diagnose(run)._repr_html_()
+    assert "waiting" in dl.ops(loaded)._repr_html_()
 
 
 def test_a_truncated_json_lines_file_says_it_was_cut_short(jsonl, tmp_path):

@@ -4,6 +4,7 @@
 
 import hashlib
 import os
+import json
 import sqlite3
 import subprocess
 import sys
@@ -500,6 +501,47 @@ def test_a_stored_constructor_is_never_called(tmp_path):
     assert run.history.value.iloc[0]["answer"] == {"__type__": "os.system",
                                                    "value": f"touch {marker}"}
     assert not marker.exists()
+
+
+DEEP_JSON = "[" * 100_000 + "]" * 100_000
+
+
+@pytest.mark.parametrize("sql, params, words", [
+    ("ALTER TABLE writes DROP COLUMN task_path", (), "not the ones a SqliteSaver writes"),
+    ("ALTER TABLE checkpoints RENAME TO old; CREATE TABLE checkpoints (thread_id, "
+     "checkpoint_ns); INSERT INTO checkpoints VALUES ('t', '')", (),
+     "not the ones a SqliteSaver writes"),
+    ("UPDATE writes SET task_path = x'00ff'", (), "column 'task_path'"),
+    ("UPDATE writes SET channel = x'00'", (), "column 'channel'"),
+    ("UPDATE checkpoints SET parent_checkpoint_id = x'01'", (), "column 'parent_checkpoint_id'"),
+    ("UPDATE writes SET type = 'json', value = ?", (DEEP_JSON,), "is not valid json"),
+    ("UPDATE checkpoints SET type = 'json', checkpoint = ?", (DEEP_JSON,),
+     "is not valid json"),
+])
+def test_a_crafted_checkpoint_file_is_refused_naming_what_is_wrong(tmp_path, sql, params,
+                                                                   words):
+    """A stranger's file: a column missing, a name stored as a blob, JSON nested 100,000
+    deep each raised sqlite3, TypeError or RecursionError tracebacks."""
+    db = tmp_path / "lg.sqlite"
+    chain({"a": lambda s: {"answer": "x"}}, saver(db)).invoke({"order": "A-1"}, thread())
+    con = sqlite3.connect(db)
+    con.execute(sql, params) if params else con.executescript(sql)
+    con.commit()
+    con.close()
+    with pytest.raises(LangGraphReadError, match=words):
+        dl.from_langgraph(db, "t")
+
+
+def test_a_checkpoint_whose_channel_values_are_not_an_object_still_reads(tmp_path):
+    db = tmp_path / "lg.sqlite"
+    chain({"a": lambda s: {"answer": "x"}}, saver(db)).invoke({"order": "A-1"}, thread())
+    con = sqlite3.connect(db)
+    con.execute("UPDATE checkpoints SET type = 'json', checkpoint = ?",
+                (json.dumps({"ts": "2024-01-01T00:00:00+00:00", "channel_values": [1, 2]}),))
+    con.commit()
+    con.close()
+    run = dl.from_langgraph(db, "t")
+    assert run.input is None and run.status == "completed"
 
 
 @pytest.mark.parametrize("make, what, words", [

@@ -94,6 +94,8 @@ def test_a_registered_workflow_and_a_python_world_beside_the_config_load(tmp_pat
     ("durablelab.examples.storm:MODEL", "is not a world factory"),
     ("durablelab.examples.storm:dl.sweep", "is not a world factory"),
     ("durablelab.examples.storm:StormWorld.__init__", "no dunder"),
+    # a Python function of an installed package (here durablelab.s own): it was called
+    ("durablelab.experiments.config:read", "registers no durablelab workflow"),
 ])
 def test_a_world_that_is_not_python_code_of_your_own_is_refused(tmp_path, world, words):
     cfg = write(tmp_path, {"workflow": "durablelab.examples.storm:triage", "world": world,

@@ -379,3 +379,76 @@ def test_a_json_list_of_histories_imports_as_a_list_of_runs(tmp_path):
     with pytest.raises(TemporalHistoryError, match=r"history #2: the history starts with "
                                                    r"event 2"):
         load_temporal(broken)
+
+
+# --- a stranger's file: crafted values never reach a traceback ------------------------------
+
+
+def greeting(**start_attrs):
+    return history(started(**start_attrs), *task(0.0, 2), *activity_events(), completed(0.4, 4))
+
+
+def test_json_nested_thousands_deep_is_refused_not_a_recursion_error():
+    for text in ("[" * 100_000 + "]" * 100_000, '{"events": ' + "[" * 100_000 + "]" * 100_000
+                 + "}"):
+        with pytest.raises(TemporalHistoryError, match="nested too deeply"):
+            load_temporal(text)
+
+
+@pytest.mark.parametrize("where", ["eventId", "scheduledEventId"])
+@pytest.mark.parametrize("number", ["1e999", "2.5", "true"])
+def test_an_event_id_that_is_infinite_fractional_or_no_number_is_refused(where, number):
+    """JSON's 1e999 reads as a float infinity, which int() cannot take (OverflowError)."""
+    text = json.dumps(greeting()).replace(f'"{where}": "5"' if where == "eventId" else
+                                          f'"{where}": "2"', f'"{where}": {number}', 1)
+    assert number in text
+    with pytest.raises(TemporalHistoryError, match="no usable eventId|not an event id"):
+        load_temporal(text)
+
+
+def test_decode_payloads_never_raises_on_payload_data_nested_thousands_deep():
+    deep = {"metadata": {"encoding": b64("json/plain")},
+            "data": base64.b64encode(b"[" * 100_000 + b"]" * 100_000).decode()}
+    assert dl.decode_payloads(deep) == "<json/plain payload, 200000 bytes>"
+    nested = {"payloads": [deep]}
+    for _ in range(990):          # as deep as json.loads lets a file go
+        nested = [nested]
+    assert dl.decode_payloads(nested) is not None
+
+
+def test_a_start_whose_input_payload_is_nested_thousands_deep_imports():
+    deep = {"payloads": [{"metadata": {"encoding": b64("json/plain")},
+                          "data": base64.b64encode(b"[" * 50_000 + b"]" * 50_000).decode()}]}
+    run = load_temporal(greeting(input=deep))
+    assert run.input == "<json/plain payload, 100000 bytes>" and run.status == "completed"
+
+
+@pytest.mark.parametrize("value", [{"a": 1}, ["x"], 5, ""])
+def test_a_run_id_that_is_not_text_is_not_used(value):
+    """Views look runs up by id (a dict is unhashable) and match children to parents."""
+    run = load_temporal(greeting(originalExecutionRunId=value, continuedExecutionRunId=value,
+                                 workflowId="greet-1"))
+    assert run.run_id == "greet-1" and run.parent_run_id is None
+    assert run.timeline() is not None and "Greeter" in dl.ops([run])._repr_html_()
+
+
+@pytest.mark.parametrize("value", [{"a": 1}, ["x"], 5])
+def test_a_workflow_name_that_is_not_text_is_refused(value):
+    doc = greeting()
+    doc["events"][0]["workflowExecutionStartedEventAttributes"]["workflowType"] = {"name": value}
+    with pytest.raises(TemporalHistoryError, match=r"event 1 \(WorkflowExecutionStarted\) "
+                                                   r"names its .* not text"):
+        load_temporal(doc)
+
+
+@pytest.mark.parametrize("event, key, value", [
+    (0, "workflowType", 5), (0, "attempt", "twice"), (0, "attempt", [1]),
+    (4, "activityType", "Pay"), (4, "activityType", {"name": ["Pay"]})])
+def test_a_field_of_a_type_temporal_never_writes_names_its_event(event, key, value):
+    doc = greeting()
+    attrs = next(v for k, v in doc["events"][event].items() if k.endswith("Attributes"))
+    attrs[key] = value
+    with pytest.raises(TemporalHistoryError) as info:
+        load_temporal(doc)
+    assert f"event {event + 1} (" in info.value.problem or "start or close" in info.value.problem
+    assert "damaged or was edited" in info.value.problem

@@ -23,7 +23,7 @@ SIZES = dict(UNITS) | {"day": 86400.0}
     (0, "0 s"), (4, "4 s"), (12.5, "12.5 s"), (59.99, "59.99 s"), (60, "1 min"),
     (150, "2 min 30 s"), (3605, "1 h 5 s"), (5400, "1 h 30 min"), (86400, "1 day"),
     (90061, "1 day 1 h"), (3 * 86400, "3 days"), (None, "?"), (float("nan"), "?"),
-    (pd.NA, "?")])
+    (pd.NA, "?"), (float("inf"), "forever"), (float("-inf"), "-inf s")])
 def test_duration_words_say_up_to_two_whole_units(seconds, text):
     assert duration_words(seconds) == text
 

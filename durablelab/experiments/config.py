@@ -12,7 +12,8 @@ one may do exactly this, and nothing else:
   (``@dl.workflow``, or ``dl.workflow(fn)`` after the def): a name nobody registered, like
   ``pydoc:pipepager``, is refused before anything runs;
 - call the world factory with the engine's clock: a class or a ``def`` written in Python
-  in your own module (not a builtin, not C, not the standard library);
+  in your own module (one that registers a durablelab workflow, or one beside the config;
+  not a builtin, not C, not the standard library, not another installed package);
 - read the fault plan files it names, in the config's own folder or below it;
 - write ``DIR/results.duckdb`` and ``DIR/experiment.jsonl``, with at most as many worker
   processes as the machine has CPUs.
@@ -270,7 +271,26 @@ def _import(path, key, target):
     if problem:
         raise _fail(path, key, KEYS[key], f"{target!r} {problem}. Fix: name a class or a "
                                           f"def world(clock) written in your own module")
+    if not _own_module(found.__module__, folder, REGISTRY):
+        raise _fail(path, key, KEYS[key], (
+            f"{target!r} is in {found.__module__!r}, a module that registers no durablelab "
+            f"workflow and is not in the config's folder: a config calls only a world "
+            f"written beside your workflows (any installed package's function would "
+            f"otherwise be called with the clock, IPython:start_ipython say). Fix: define "
+            f"the world in the workflow's module or in a module beside the config"))
     return found
+
+
+def _own_module(module: str, folder: str, registry) -> bool:
+    """Whether `module` is the user's own: it registered a durablelab workflow, or its
+    file sits in the config's folder (or below it)."""
+    if any(name.partition(":")[0] == module for name in registry):
+        return True
+    source = getattr(sys.modules.get(module), "__file__", None)
+    try:
+        return bool(source) and Path(source).resolve().is_relative_to(folder)
+    except (OSError, ValueError):
+        return False
 
 
 def run(config, out) -> tuple:

@@ -87,8 +87,8 @@ def _json(url, workflow_id, text, serialization, where) -> Any:
                     f"Configure DBOS with serializer=DBOSPortableJSON.")
     try:
         return json.loads(text)
-    except ValueError:
-        raise _fail(url, workflow_id, "row", f"{where} is not JSON: {text[:60]!r}") from None
+    except (ValueError, TypeError, RecursionError):   # a number or blob; nested thousands deep
+        raise _fail(url, workflow_id, "row", f"{where} is not JSON: {str(text)[:60]!r}") from None
 
 
 def dbos_steps(url: str, workflow_id: str) -> pd.DataFrame:
@@ -113,6 +113,24 @@ def from_dbos(url: str, workflow_id: str) -> Run:
     stored with pickle.
     """
     status, inputs, output, steps, topics = _rows(url, workflow_id)
+    reading = {"row": "the workflow's status, input or first step row"}   # for the error
+    try:
+        return _run(url, workflow_id, status, inputs, output, steps, topics, reading)
+    except DBOSReadError:   # a ValueError too: already says what and where
+        raise
+    except _MISFITS as exc:
+        raise _fail(url, workflow_id, "row", f"{reading['row']} holds a value of a type or "
+                    f"shape DBOS does not write ({type(exc).__name__}: {str(exc)[:120]}); "
+                    f"the database was damaged or edited") from None
+
+
+#: What a crafted row's values raise in the mapping below (a string where a time was, an
+#: object without the keys the runner writes): the net that turns them into a DBOSReadError.
+_MISFITS = (TypeError, KeyError, AttributeError, ValueError, IndexError, OverflowError,
+            RecursionError)
+
+
+def _run(url, workflow_id, status, inputs, output, steps, topics, reading) -> Run:
     fmt = status.get("serialization")
     # The clock starts at the first step: DBOS stamps created_at to the second on SQLite.
     first = steps[0]["started_at_epoch_ms"] if steps else None
@@ -141,6 +159,7 @@ def from_dbos(url: str, workflow_id: str) -> Run:
     pending: list[dict] = []   # attempts of the activity being read, until its last
     previous = None
     for step in steps:
+        reading["row"] = f"step {str(step.get('function_id'))[:20]} of operation_outputs"
         name, at = step["function_name"], t(step["completed_at_epoch_ms"])
         value = _json(url, workflow_id, step["output"], step.get("serialization"),
                       f"step {step['function_id']} ({name})")
@@ -200,6 +219,7 @@ def from_dbos(url: str, workflow_id: str) -> Run:
             event(name.removeprefix("DBOS.").lower(), name, error is None, value, at)
         previous = name
 
+    reading["row"] = "the workflow_status or workflow_output row"
     result = error = None
     run_status = STATUS.get(status["status"], "running")
     if output is not None:

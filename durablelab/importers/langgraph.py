@@ -106,7 +106,7 @@ class _Decoder:
                 return json.loads(data)       # no object hook: LangChain's constructors stay
             if kind in ("bytes", "bytearray"):    # dicts, never called
                 return {"__type__": kind, "value": base64.b64encode(bytes(data)).decode()}
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, RecursionError) as exc:   # Recursion: nested deep
             raise _fail(self.path, self.thread_id, "value",
                         f"{where} is not valid {kind}: {exc}") from None
         raise _fail(self.path, self.thread_id, "serializer",
@@ -156,6 +156,33 @@ def _open(path, thread_id) -> sqlite3.Connection:
 
 
 def _rows(con, path, thread_id, ns, missing_ok=False) -> tuple[list, list]:
+    """The thread's checkpoint and write rows; a table of another shape (a column missing,
+    a name or id stored as a blob or a number) is refused here, naming what is wrong."""
+    try:
+        return _read_rows(con, path, thread_id, ns, missing_ok)
+    except sqlite3.Error as exc:
+        raise _fail(path, thread_id, "file", f"its 'checkpoints' and 'writes' tables are not "
+                    f"the ones a SqliteSaver writes ({exc}). Give the file a SqliteSaver "
+                    f"wrote.") from None
+
+
+#: Columns a SqliteSaver writes as text (or null), by (table, index in the SELECT below).
+TEXT_COLUMNS = {"checkpoints": {0: "checkpoint_id", 1: "parent_checkpoint_id", 2: "type"},
+                "writes": {0: "checkpoint_id", 1: "task_id", 2: "task_path", 4: "channel",
+                           5: "type"}}
+
+
+def _text_columns(rows, table, path, thread_id) -> None:
+    for row in rows:
+        for index, column in TEXT_COLUMNS[table].items():
+            if row[index] is not None and not isinstance(row[index], str):
+                raise _fail(path, thread_id, "file", f"a row of {table!r} holds "
+                            f"{type(row[index]).__name__} {str(row[index])[:40]!r} in column "
+                            f"{column!r}, which a SqliteSaver writes as text. Give the file a "
+                            f"SqliteSaver wrote.")
+
+
+def _read_rows(con, path, thread_id, ns, missing_ok) -> tuple[list, list]:
     checkpoints = con.execute(
         "SELECT checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata "
         "FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? ORDER BY checkpoint_id",
@@ -174,6 +201,8 @@ def _rows(con, path, thread_id, ns, missing_ok=False) -> tuple[list, list]:
     writes = con.execute(
         "SELECT checkpoint_id, task_id, task_path, idx, channel, type, value FROM writes "
         "WHERE thread_id = ? AND checkpoint_ns = ? ORDER BY rowid", (thread_id, ns)).fetchall()
+    _text_columns(checkpoints, "checkpoints", path, thread_id)
+    _text_columns(writes, "writes", path, thread_id)
     return checkpoints, writes
 
 
@@ -303,7 +332,7 @@ def read(path, thread_id: str, checkpoint_ns: str = "", missing_ok: bool = False
             attempts.append((position, name, None, started, recorded, outcome, error_class,
                              None if ok else str(error), None, None))
 
-    final = states[-1].get("channel_values", {}) if states else {}
+    final = _channels(states[-1]) if states else {}
     pending = any(k.startswith(TRIGGERS) for k in final)
     if interrupted:
         status = "waiting"
@@ -316,7 +345,7 @@ def read(path, thread_id: str, checkpoint_ns: str = "", missing_ok: bool = False
         result = final.get("__end__") if "__end__" in final else {
             k: v for k, v in final.items() if not k.startswith(CONTROL)
             and not k.startswith("__")}
-    first = states[0].get("channel_values", {}) if states else {}
+    first = _channels(states[0]) if states else {}
     notes = list(NOTES) + ([FUNCTIONAL_NOTE] if functional else []) + (
         [TYPED_NOTE] if decode.typed else [])
     run = Run(
@@ -337,6 +366,12 @@ def read(path, thread_id: str, checkpoint_ns: str = "", missing_ok: bool = False
         crashes=pd.DataFrame([], columns=CRASH_COLUMNS), source="langgraph",
         notes=tuple(notes))
     return run, origin
+
+
+def _channels(state: dict) -> dict:
+    """A checkpoint's channel values: an object, or (in a crafted file) nothing."""
+    values = state.get("channel_values")
+    return values if isinstance(values, dict) else {}
 
 
 def _error_outcome(error) -> tuple[str, str]:

@@ -148,12 +148,33 @@ def load_temporal(source, run_id: str | None = None):
     for i, events in enumerate(histories, 1):
         start = events[0]["attrs"]
         own = run_id if run_id and not many else None
-        own = own or start.get("originalExecutionRunId") or start.get("workflowId")
+        own = own or _text(start.get("originalExecutionRunId")) or _text(
+            start.get("workflowId"))
         if not own:
             own = f"{base}#{i}" if many else base
         where = f"{label} (history #{i})" if many else label
-        runs.append(_Importer(events, where, own).run())
+        importer = _Importer(events, where, own)
+        try:
+            runs.append(importer.run())
+        except _MISFITS as exc:
+            raise misfit(where, importer.at, exc) from None
     return runs if many else runs[0]
+
+
+#: What a field of the wrong type or value raises in the importer (an object where a name
+#: was, text where a number was, a number past float's range): the file is refused, naming
+#: the event, rather than shown as a traceback. Checked field by field where views need a
+#: type (names, ids); this is the net under every other field a crafted file may bend.
+_MISFITS = (TypeError, AttributeError, ValueError, KeyError, IndexError, OverflowError,
+            RecursionError)
+
+
+def misfit(label: str, event: dict | None, exc: BaseException) -> TemporalHistoryError:
+    where = ("its start or close event" if event is None
+             else f"event {event['id']} ({event['type']})")
+    return history_error(label, f"{where} holds a field of a type or value Temporal does not "
+                         f"write ({type(exc).__name__}: {str(exc)[:120]}), so the history is "
+                         f"damaged or was edited (export it again from Temporal)")
 
 
 # Token counts under the names agent frameworks record them by: the OpenAI Agents SDK and
@@ -206,6 +227,21 @@ def _change_id(details: dict) -> str:
     return "(change id not recorded)"
 
 
+def _text(value) -> str | None:
+    """A name or id the history holds as text, or None when it holds something else (a
+    crafted file's object or number): a run id views look runs up by must be a string."""
+    return value if isinstance(value, str) and value else None
+
+
+def _field(attrs: dict, *keys) -> Any:
+    """attrs[k1][k2]..., or None where a level is missing or not an object."""
+    for key in keys:
+        if not isinstance(attrs, dict):
+            return None
+        attrs = attrs.get(key)
+    return attrs
+
+
 def _instant(value) -> int | None:
     """Nanoseconds since the epoch of a time in a local activity marker: RFC 3339 text,
     {"seconds", "nanos"} (core SDKs) or epoch milliseconds (Java)."""
@@ -242,11 +278,17 @@ class _Importer:
         self.last_task_started: float = 0.0
         self.model_calls: list[str] = []          # activities whose result held model usage
         self.notes: list[str] = []
+        self.at: dict | None = None               # the event being read, for errors
 
     def t(self, event: dict) -> float:
         return (event["ns"] - self.t0) / 1e9
 
     def row(self, event, kind, name, value, ok=True, **extra) -> dict:
+        if not isinstance(name, str):   # views group, look up and draw rows by name
+            raise history_error(self.label, f"event {event['id']} ({event['type']}) names its "
+                                f"{kind.replace('_', ' ')} with {type(name).__name__} "
+                                f"{str(name)[:40]!r}, not text, so the history is damaged or "
+                                f"was edited")
         value = {**value, "event_ids": [event["id"]]}
         if event["meta"]:
             value["user_metadata"] = event["meta"]
@@ -283,6 +325,7 @@ class _Importer:
                 f"{worst[0]['id']}): the clocks of Temporal's hosts differ a little; times "
                 f"are shown as recorded.")
         for event in self.events:
+            self.at = event
             reason = _TRIGGERS.get(event["type"])
             if reason is None and event["type"].startswith(("ChildWorkflowExecution",
                                                             "StartChildWorkflowExecutionFailed")):
@@ -295,6 +338,7 @@ class _Importer:
             wake = self.tasks.get(row["task"])
             if wake is not None:
                 wake["recorded"] += 1
+        self.at = None
         return self.build()
 
     # workflow tasks: wake-ups, not history rows
@@ -569,11 +613,11 @@ class _Importer:
         history = pd.DataFrame([tuple(r.get(c) for c in HISTORY_COLUMNS) for r in self.rows],
                                columns=HISTORY_COLUMNS).astype({"attempt": "Int64"})
         return Run(
-            run_id=self.run_id, workflow=(start.get("workflowType") or {}).get("name", "?"),
+            run_id=self.run_id, workflow=_text(_field(start, "workflowType", "name")) or "?",
             status=status, input=decode_payloads(start.get("input")), result=result,
             error=error, seed=0, started_at=0.0,
             ended_at=None if self.close is None else self.t(self.close),
-            parent_run_id=start.get("continuedExecutionRunId") or None, history=history,
+            parent_run_id=_text(start.get("continuedExecutionRunId")), history=history,
             attempts=pd.DataFrame(attempts, columns=ATTEMPT_COLUMNS).astype(
                 {"attempt": "Int64", "max_attempts": "Int64"}),
             wakeups=pd.DataFrame(self.wakeups, columns=WAKEUP_COLUMNS),

@@ -108,6 +108,9 @@ def _parse(source) -> tuple[str, Any]:
                                 ) from None
     try:
         return label, json.loads(text)
+    except RecursionError:
+        raise history_error(label, "its JSON is nested too deeply to read (thousands of "
+                            "levels; a Temporal history nests a few dozen)") from None
     except json.JSONDecodeError as exc:
         # The parser stops at the end of the text, or inside a string it never closes.
         cut = exc.pos >= len(text.rstrip()) - 1 or exc.msg.startswith("Unterminated string")
@@ -168,11 +171,11 @@ def _checked(doc, label: str) -> list[dict]:
         for key, ref in event["attrs"].items():
             if not key.endswith("EventId"):
                 continue
-            try:
-                ref = int(ref)
-            except (TypeError, ValueError):
+            number = event_id(ref)
+            if number is None:
                 raise history_error(label, f"event {event['id']} ({event['type']}) has "
-                                    f"{key} {ref!r}, which is not an event id") from None
+                                    f"{key} {str(ref)[:40]!r}, which is not an event id")
+            ref = number   # attrs keep the file's spelling ("11"): rows show them as recorded
             if key in BACKWARD_REFERENCES and ref >= event["id"]:
                 raise history_error(label, (
                     f"event {event['id']} ({event['type']}) refers to {key} {ref}, "
@@ -187,27 +190,45 @@ def _event(item, index: int, label: str) -> dict:
     if not isinstance(item, dict):
         raise history_error(label, f"{where} is a {type(item).__name__}, not an object")
     if "eventId" in item:
-        where = f"event {item['eventId']}"
+        where = f"event {str(item['eventId'])[:40]}"
     kind = item.get("eventType")
     if not isinstance(kind, str) or not kind:
         raise history_error(label, f"{where} is missing eventType")
     if kind.startswith("EVENT_TYPE_"):
         kind = "".join(part.capitalize() for part in kind[len("EVENT_TYPE_"):].split("_"))
-    try:
-        event_id = int(item["eventId"])
-    except (KeyError, TypeError, ValueError):
-        raise history_error(label, f"{where} ({kind}) has no usable eventId") from None
+    number = event_id(item.get("eventId"))
+    if number is None:
+        raise history_error(label, f"{where} ({kind}) has no usable eventId")
     ns = instant_ns(item.get("eventTime"))
     if ns is None:
         raise history_error(label, f"{where} ({kind}) has no usable eventTime "
                             f"({item.get('eventTime')!r}; expected RFC 3339 such as "
                             f"2022-07-01T20:28:48.796369169Z)")
     attrs = next((v for k, v in item.items() if k.endswith("EventAttributes")), None)
-    return {"id": event_id, "type": kind, "ns": ns, "attrs": attrs if isinstance(attrs, dict)
+    return {"id": number, "type": kind, "ns": ns, "attrs": attrs if isinstance(attrs, dict)
             else {}, "meta": item.get("userMetadata")}
 
 
-def decode_payloads(value: Any) -> Any:
+def event_id(value) -> int | None:
+    """An event id as protobuf's JSON writes an int64 (digits in a string) or as a number,
+    or None: not a bool, a fraction, an infinity (JSON's 1e999) or text of another kind."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else None   # NaN and inf are not integers
+    if isinstance(value, str) and value.strip().isdigit() and len(value) <= 30:
+        return int(value)
+    return None
+
+
+#: How deep `decode_payloads` goes: further down, a value is shown as it is (JSON that
+#: deep is a crafted file, and Python's own stack ends near a thousand levels).
+DECODE_DEPTH = 100
+
+
+def decode_payloads(value: Any, _depth: int = 0) -> Any:
     """A copy of `value` with every Temporal payload in it decoded, for display.
 
     `value` is any JSON structure: an imported history row's value, a run's raw input, a
@@ -218,8 +239,10 @@ def decode_payloads(value: Any) -> Any:
     ``"<binary/protobuf payload, 120 bytes>"``. Never raises: it is for looking, and the
     encoded original stays where it was.
     """
+    if _depth > DECODE_DEPTH:
+        return value
     if isinstance(value, list):
-        return [decode_payloads(item) for item in value]
+        return [decode_payloads(item, _depth + 1) for item in value]
     if not isinstance(value, dict):
         return value
     if _is_payload(value):
@@ -228,7 +251,7 @@ def decode_payloads(value: Any) -> Any:
     if len(value) == 1 and isinstance(items, list) and all(map(_is_payload, items)):
         decoded = [_decode(p) for p in items]
         return None if not decoded else decoded[0] if len(decoded) == 1 else decoded
-    return {key: decode_payloads(item) for key, item in value.items()}
+    return {key: decode_payloads(item, _depth + 1) for key, item in value.items()}
 
 
 def _is_payload(value) -> bool:
@@ -260,7 +283,7 @@ def _decode(payload: dict) -> Any:
     if data is not None and encoding in _JSON_ENCODINGS:
         try:
             return json.loads(data)
-        except ValueError:
+        except (ValueError, RecursionError):   # RecursionError: nested thousands deep
             pass
     what = f"{encoding} {meta['messageType']}" if meta.get("messageType") else encoding
     size = "undecodable" if data is None else f"{len(data)} bytes"

@@ -21,6 +21,7 @@ import linecache
 import math
 import operator
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,8 @@ VALUE_CHARS = 240    # a value longer than this is cut, with its full length sai
 CONTEXT_LINES = 2    # source lines shown on each side of the line that made the call
 TAPE_CELLS = 100     # past this many steps the tape draws one bar per mode
 STATIC_STEPS = 200   # the static copy writes out at most this many steps in all
+SOURCE_BYTES = 4_000_000   # a call site's file is read only up to this size
+LOST_POSITIONS = 10_000     # positions shown past the end of history (lost records)
 
 
 def human(seconds: float) -> str:
@@ -121,8 +124,7 @@ def source_lines(call_site: str | None, context: int = CONTEXT_LINES):
     if not sep or not number.isdigit():
         return None
     lineno = int(number)
-    linecache.checkcache(path)   # a file edited since it was cached shows as it is now
-    lines = linecache.getlines(path)
+    lines = _source_of(path)
     if not 1 <= lineno <= len(lines):
         return None
     first, last = max(1, lineno - context), min(len(lines), lineno + context)
@@ -133,6 +135,27 @@ def source_lines(call_site: str | None, context: int = CONTEXT_LINES):
     # Indentation kept as written: it shows the block a call sits in (a loop, a saga).
     snippet = [(n, lines[n - 1].rstrip("\n").expandtabs(4)) for n in range(first, last + 1)]
     return path, lineno, snippet
+
+
+def _source_of(path: str) -> list[str]:
+    """The lines of the file a call site names, read only when it is Python source: a cell
+    the notebook registered with `linecache`, or a regular ``.py`` file of at most
+    SOURCE_BYTES. A call site comes from the run's history, which may be a stranger's
+    export: "~/.ssh/id_rsa:1" must not put a private file in the explorer (and in the HTML
+    `static_html` writes for sharing), nor "/dev/zero:1" or a FIFO hang it."""
+    cached = linecache.cache.get(path)
+    if cached is not None and len(cached) == 4 and cached[1] is None:
+        return cached[2]   # registered in memory (a notebook cell): no file behind it
+    if not path.endswith(".py"):
+        return []
+    try:
+        info = os.stat(path)
+    except (OSError, ValueError):
+        return []
+    if not stat.S_ISREG(info.st_mode) or info.st_size > SOURCE_BYTES:
+        return []
+    linecache.checkcache(path)   # a file edited since it was cached shows as it is now
+    return linecache.getlines(path)
 
 
 def display_path(path: str) -> str:
@@ -281,6 +304,9 @@ class ReplayExplorer:
             return [(positions[:replayed], done.get(index, []))
                     for index, (_, _, replayed, _) in enumerate(self._wakeups)]
         longest = max((r + n for _, _, r, n in self._wakeups), default=0)
+        # Lost records are a wake-up's worth or a few; a file claiming 10**9 (a crafted
+        # one) must not make a list of 10**9 positions.
+        longest = min(longest, len(positions) + LOST_POSITIONS)
         while len(positions) < longest:
             positions.append(positions[-1] + 1 if positions else 1)
         return [(positions[:replayed], positions[replayed:replayed + recorded])

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 from html import escape
 
 from ..durations import duration_text
@@ -28,6 +29,7 @@ BADGES = {
 }
 RESULT_CHARS = 200
 _EPOCH_2001 = 1e9        # a clock reading past this is a Unix time (an imported run)
+_YEAR_9999 = 253_402_300_799   # the last second datetime can show
 
 
 def run_html(run) -> str:
@@ -111,6 +113,8 @@ def _error_parts(error) -> tuple[str, str]:
 def _instant(seconds) -> str:
     if seconds is None:
         return "—"
+    if not math.isfinite(seconds) or abs(seconds) > _YEAR_9999:
+        return f"t = {seconds:.6g} s"   # past any calendar: a crafted file's time
     if seconds >= _EPOCH_2001:
         moment = datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc)
         return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
