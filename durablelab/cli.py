@@ -64,6 +64,8 @@ def _kind(path: str) -> str:
         raise command_error(path, "this is a folder, not a file", _READABLE)
     if kind == "empty":
         raise command_error(path, "the file is empty", _READABLE)
+    if kind == "special":
+        raise command_error(path, "this is not a regular file (a pipe or a device)", _READABLE)
     if kind == "text":
         with open(path, "rb") as f:
             start = f.read(64).lstrip()

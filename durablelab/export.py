@@ -348,6 +348,9 @@ def load(path) -> list[Run]:
     if kind == "directory":
         raise _error(path, None, "file", "this is a directory, not a file; give the path of "
                      "an export written by dl.export (.jsonl, .parquet)")
+    if kind == "special":
+        raise _error(path, None, "file", "this is not a regular file (a pipe or a device); "
+                     "give the path of an export written by dl.export (.jsonl, .parquet)")
     if kind in ("parquet", "text"):
         from .experiments.io import is_experiment_file, load_experiment
         if is_experiment_file(path):                  # an exported Experiment
@@ -382,13 +385,16 @@ DUCKDB_MAGIC = b"DUCK"
 def file_kind(path) -> str:
     """What a file holds, told by its first bytes and never by its name: "duckdb" (a store
     written by `dl.Engine(path)`), "parquet", "pickle", "empty", "text" (JSON Lines, or any
-    other text or bytes), "directory" or "missing". Reading 12 bytes opens nothing else:
-    this is how `dl.load` and the `durablelab` command decide how to read a path."""
+    other text or bytes), "directory", "special" (a pipe or a device: reading it could wait
+    for ever or never end) or "missing". Reading 12 bytes of a regular file opens nothing
+    else: this is how `dl.load` and the `durablelab` command decide how to read a path."""
     path = Path(path)
     if path.is_dir():
         return "directory"
     if not path.exists():
         return "missing"
+    if not path.is_file():
+        return "special"
     with open(path, "rb") as f:
         head = f.read(12)
     if not head:

@@ -444,3 +444,16 @@ def test_read_only_engine_beside_this_process_s_writer_says_to_use_that_one(wait
         assert writer.run("w-1").history["name"].tolist()[:1] == ["ask"]   # not taken over
     finally:
         writer.close()
+
+
+def test_a_pipe_is_refused_without_reading_it(tmp_path, capsys):
+    """A FIFO (or a device) given as a store or an export: reading its first bytes would
+    wait for a writer that never comes. It is refused by what it is, at once."""
+    fifo = tmp_path / "runs.jsonl"
+    os.mkfifo(fifo)
+    assert cli.main(["runs", str(fifo)]) == 1
+    assert "not a regular file" in capsys.readouterr().err
+    with pytest.raises(dl.ExportFormatError, match="not a regular file"):
+        dl.load(fifo)
+    with pytest.raises(dl.ExportFormatError, match="not a regular file"):
+        dl.ops(str(fifo))

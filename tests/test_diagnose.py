@@ -385,3 +385,25 @@ def test_a_snapshot_carries_the_plan_and_the_signals_into_the_run(engine):
         {"seq": 1, "name": "approval", "signal_id": "click-1", "arrived_at": 3.0}]
     bare = Run.from_snapshot(replace(snapshot, faults_json=None, signals=()))
     assert bare.faults is None and bare.signals.empty
+
+
+@pytest.mark.parametrize("position", [[], [1, "a"], "1", True, 2.5, None])
+def test_an_exported_error_with_fields_of_the_wrong_type_still_reads(engine, tmp_path, position):
+    """A stranger's export may hold anything in an error's fields: a number that is not one
+    reads as missing (diagnose raised pandas' 'Lengths must match to compare')."""
+    def pay(ctx, order):
+        return ctx.activity("charge", gateway_timeout, order, policy=FLAKY)
+    run_id = engine.start(pay, "o-1")
+    engine.run_until_idle()
+    path = tmp_path / "runs.jsonl"
+    dl.export([engine.run(run_id)], path)
+    lines = path.read_text().splitlines()
+    record = json.loads(lines[1])
+    record["data"]["error"]["fields"].update(position=position, attempts="two", line=[])
+    lines[1] = json.dumps(record)
+    path.write_text("\n".join(lines) + "\n")
+    (run,) = dl.load(path)
+    assert run.error.position is None and run.error.attempts is None
+    assert run.error.activity == "charge"
+    found = diagnose(run)
+    assert found.state == "failed" and "charge" in found.sentence

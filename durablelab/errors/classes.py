@@ -11,6 +11,8 @@ stranger's history never imports or runs code.
 
 from __future__ import annotations
 
+import math
+
 from typing import Any
 
 
@@ -488,11 +490,29 @@ def error_from_json(data: dict) -> DurableLabError:
         _FOUND.update(_error_classes())
         cls = _FOUND.get(name, DurableLabError)
     fields = data.get("fields") or {}
+    if not isinstance(fields, dict):
+        fields = {}
     err = cls.__new__(cls)
-    DurableLabError.__init__(err, data.get("message", ""))
+    message = data.get("message", "")
+    DurableLabError.__init__(err, message if isinstance(message, str) else str(message))
     for name in cls.fields:
-        setattr(err, name, fields.get(name))
+        setattr(err, name, _as_recorded(name, fields.get(name)))
     return err
+
+
+#: The fields every view reads as numbers. An error read back from a stranger's file may
+#: hold anything there; a wrong type reads as missing, as views already show a None.
+_WHOLE = {"position", "attempts", "line", "pid"}
+_SECONDS = {"retry_after", "timeout", "deadline", "waited"}
+
+
+def _as_recorded(name: str, value):
+    if name in _WHOLE and (isinstance(value, bool) or not isinstance(value, int)):
+        return None
+    if name in _SECONDS and (isinstance(value, bool) or not isinstance(value, (int, float))
+                             or not math.isfinite(value)):
+        return None
+    return value
 
 
 def _rebuild(data: dict) -> DurableLabError:
