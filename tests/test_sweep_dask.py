@@ -93,10 +93,14 @@ def test_a_killed_worker_costs_only_its_job_in_flight(client, tmp_path):
     assert killed["pid"] in pids
     serial = sweep(seeds=range(100))
     assert experiment.frame.to_csv() == serial.frame.to_csv()     # the sweep completed
-    starts = [json.loads(line)["job"] for line in log.read_text().splitlines()]
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    starts = [line["job"] for line in lines]
     finished = [k for k, at in executor.received.items() if at < killed["at"]]
     assert finished, "the worker was killed before any job had finished"
     assert all(starts.count(k) == 1 for k in finished)   # no finished job ran again
-    # again: the job in flight on the killed worker, and at most one it had finished but
-    # whose result had not reached the driver yet
-    assert len(starts) - len(set(starts)) <= 2
+    # What ran again is what the killed worker held and the driver had not received: the
+    # job in flight, and results it had finished that were not fetched yet (how many
+    # depends on how far the driver lagged, so that is the bound, not a count).
+    held = {line["job"] for line in lines if line["pid"] == killed["pid"]} - set(finished)
+    again = {k for k in starts if starts.count(k) > 1}
+    assert again <= held
