@@ -43,6 +43,8 @@ HERE = Path(__file__).resolve()
 
 
 # --- the workload (bench_engine.py's) -----------------------------------------------------------
+# Copied, not imported: bench_engine.py imports names of today's package (store.encoded, ...)
+# that an older checkout's package, which the child process runs, may not have.
 def step(i):
     return {"i": i, "ok": True}
 
